@@ -1,0 +1,178 @@
+"""The agent loop, shared by print mode and the REPL (SPEC §4).
+
+One turn: append the person's message, then repeat — send the branch to the
+model, journal the complete reply, run the tools it asked for (each through
+the permission decision point), journal the results — until the model ends
+its turn or a limit stops it. Every step is journaled as it happens, so a
+crash at any point leaves a log that resume can settle without re-running
+anything. Tool failures become `is_error` results; they never end the loop.
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from khaelor.model import ModelClient, Reply
+from khaelor.permissions import Decision, Policy, ToolCall, decide
+from khaelor.prompt import build_request
+from khaelor.session import Session, tool_result_block
+from khaelor.tools import get_tool
+from khaelor.tools.base import ToolContext, ToolError
+
+DONE = ("end_turn", "stop_sequence")
+FAILED_STOPS = {
+    "max_tokens": "the reply was cut off at the max_tokens limit ({max_tokens}); raise max_tokens or ask for less at once",
+    "refusal": "the model declined to continue{details}",
+    "model_context_window_exceeded": "the conversation no longer fits the model's context window",
+}
+
+
+@dataclass
+class Outcome:
+    """How a turn ended."""
+
+    text: str
+    stop_reason: str
+    is_error: bool
+    turns: int
+    denials: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Settings:
+    """Per-session values the loop needs."""
+
+    model: str
+    max_tokens: int
+    system: str
+    max_turns: int | None = None
+
+
+class Agent:
+    """Runs turns of one session."""
+
+    def __init__(self, session: Session, client: ModelClient, ctx: ToolContext, policy: Policy,
+                 settings: Settings, tools: tuple, ask: Callable[[ToolCall, Decision], Decision] | None = None):
+        self.session = session
+        self.client = client
+        self.ctx = ctx
+        self.policy = policy
+        self.settings = settings
+        self.tools = tools
+        self.ask = ask
+        self._definitions = [tool.definition() for tool in tools]
+
+    def run(self, prompt: str) -> Outcome:
+        """Carry out one request from the person until the model ends its turn or a limit stops it."""
+        self.session.add_entry("user", {"role": "user", "content": [{"type": "text", "text": prompt}]})
+        turns, denials = 0, []
+        while True:
+            if self.settings.max_turns is not None and turns >= self.settings.max_turns:
+                return Outcome(f"stopped after {turns} model turns (--max-turns)", "max_turns", True, turns, denials)
+            reply = self._reply()
+            turns += 1
+            self.session.add_entry("assistant", reply.message, model=self.settings.model,
+                                   stop_reason=reply.stop_reason, message_id=reply.message_id)
+            if reply.stop_reason == "tool_use":
+                denials += self._run_tools(reply)
+            elif reply.stop_reason == "pause_turn":
+                continue
+            elif reply.stop_reason in DONE:
+                return Outcome(_text(reply), reply.stop_reason, False, turns, denials)
+            else:
+                return self._failed_stop(reply, turns, denials)
+
+    def _reply(self) -> Reply:
+        request = build_request(self.settings.model, self.settings.max_tokens, self.settings.system,
+                                self._definitions, self.session.state.messages())
+        return self.client.send(request, self.session.record, operation="turn")
+
+    def _failed_stop(self, reply: Reply, turns: int, denials: list[dict]) -> Outcome:
+        calls = self.session.state.unanswered_calls()
+        if calls:
+            self.session.settle_calls(calls)
+        details = (reply.stop_details or {}).get("explanation")
+        template = FAILED_STOPS.get(reply.stop_reason, "the model stopped unexpectedly ({stop_reason})")
+        reason = template.format(max_tokens=self.settings.max_tokens, details=f": {details}" if details else "",
+                                 stop_reason=reply.stop_reason)
+        text = _text(reply)
+        return Outcome(f"{text}\n\n[{reason}]" if text else reason, reply.stop_reason, True, turns, denials)
+
+    def _run_tools(self, reply: Reply) -> list[dict]:
+        uses = [block for block in reply.message["content"] if block.get("type") == "tool_use"]
+        denials, blocks = [], []
+        try:
+            for use in uses:
+                content, is_error, denial = self._run_one(use)
+                blocks.append(tool_result_block(use["id"], content, is_error))
+                if denial:
+                    denials.append(denial)
+        except BaseException as exc:
+            self._settle_interrupted(exc)
+            raise
+        self.session.add_entry("tool_results", {"role": "user", "content": blocks})
+        return denials
+
+    def _run_one(self, use: dict) -> tuple[str, bool, dict | None]:
+        call_id, name, arguments = use["id"], use["name"], use.get("input")
+        record = self.session.record
+        record("tool_request", call_id=call_id, name=name, input=arguments)
+        decision = self._decide(ToolCall(name, arguments if isinstance(arguments, dict) else {}))
+        record("permission", call_id=call_id, **decision.as_record())
+        if decision.verdict != "allow":
+            content = f"Permission denied: {decision.reason}"
+            record("tool_result", call_id=call_id, is_error=True, content=content)
+            return content, True, {"tool": name, "input": arguments, "reason": decision.reason,
+                                   "suggestion": _suggest(name)}
+        record("tool_start", call_id=call_id)
+        started = time.monotonic()
+        content, is_error = self._execute(call_id, name, arguments)
+        record("tool_result", call_id=call_id, is_error=is_error, content=content,
+               duration_ms=int((time.monotonic() - started) * 1000))
+        return content, is_error, None
+
+    def _decide(self, call: ToolCall) -> Decision:
+        decision = decide(call, self.policy)
+        if decision.verdict != "ask":
+            return decision
+        if self.ask is None:
+            return Decision("deny", f"{decision.reason}; print mode never prompts — rerun with "
+                                    f"--allow {_suggest(call.tool)}", decision.rule, "print-mode-default")
+        return self.ask(call, decision)
+
+    def _execute(self, call_id: str, name: str, arguments) -> tuple[str, bool]:
+        tool = get_tool(name)
+        if tool is None or tool not in self.tools:
+            return f"unknown tool {name!r}", True
+        if not isinstance(arguments, dict):
+            return "tool input must be a JSON object", True
+        self.ctx.call_id = call_id
+        try:
+            return tool.run(self.ctx, arguments), False
+        except ToolError as exc:
+            return str(exc), True
+        except Exception as exc:  # a tool bug must not end the session
+            return f"internal error in the {name} tool: {type(exc).__name__}: {exc}", True
+
+    def _settle_interrupted(self, exc: BaseException) -> None:
+        """Give every call of the interrupted reply a truthful result before re-raising."""
+        state = self.session.state
+        for call in state.unanswered_calls():
+            known = state.calls.get(call.call_id)
+            if known and known.started and known.result is None:
+                self.session.record("tool_result", call_id=call.call_id, is_error=True,
+                                    content=f"Interrupted ({_signal_name(exc)}) while running; it was stopped "
+                                            "and its effects may be partial.")
+        self.session.settle_calls(state.unanswered_calls())
+
+
+def _signal_name(exc: BaseException) -> str:
+    return getattr(exc, "signal_name", "SIGINT" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
+
+
+def _suggest(tool: str) -> str:
+    return f"'{tool}'"
+
+
+def _text(reply: Reply) -> str:
+    return "".join(block.get("text", "") for block in reply.message["content"] if block.get("type") == "text")

@@ -1,0 +1,111 @@
+"""The command line: parse arguments, pick a front end, turn errors into one line.
+
+`main(argv, env)` is the only entry point. It imports nothing heavy: the
+`--version` and `--help` paths load neither the SDK nor prompt_toolkit, and
+each front end is imported only when chosen. Errors meant for the person are
+printed as one line (plus a hint) on stderr; a traceback appears only with
+KHAELOR_DEBUG=1.
+"""
+
+import argparse
+import sys
+import traceback
+
+from khaelor import __version__
+from khaelor.env import Env
+from khaelor.errors import ExitStatus, KhaelorError, UsageError
+
+DESCRIPTION = "KHAELOR: a terminal-native autonomous engineering agent."
+EPILOG = """\
+environment:
+  ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN   credentials (the API key wins)
+  ANTHROPIC_BASE_URL                        another Anthropic-compatible endpoint
+  KHAELOR_HOME                              data root (default ~/.khaelor)
+  KHAELOR_DEBUG=1                           show tracebacks of internal errors
+
+exit status: 0 success, 1 task error, 2 usage error, 130 interrupted (143 on SIGTERM)
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; also the source the man page is checked against."""
+    parser = argparse.ArgumentParser(prog="khaelor", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("prompt", nargs="?", help="the request (print mode also reads piped standard input)")
+    parser.add_argument("-p", "--print", action="store_true", dest="print_mode",
+                        help="print mode: run the request to completion, print the result, exit")
+    parser.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
+                        help="print mode output: text (default), json (one result object), "
+                             "stream-json (one JSON event a line)")
+    parser.add_argument("--max-turns", type=_positive_int, metavar="N", help="stop after N model turns")
+    parser.add_argument("-c", "--continue", action="store_true", dest="continue_latest",
+                        help="resume the most recent session of this workspace")
+    parser.add_argument("-r", "--resume", metavar="ID", help="resume the session with this id (or unique prefix)")
+    parser.add_argument("--session-dir", metavar="PATH", help="session store root (default ~/.khaelor/sessions)")
+    parser.add_argument("--model", metavar="MODEL", help="model id; overrides config and the model of a resumed session")
+    parser.add_argument("--permission-mode", choices=("default", "accept-edits", "plan", "bypass"),
+                        help="permission mode (default: from config, else 'default')")
+    parser.add_argument("--allow", action="append", default=[], metavar="RULE",
+                        help="allow rule, e.g. --allow bash or --allow 'bash: npm test' (repeatable)")
+    parser.add_argument("--deny", action="append", default=[], metavar="RULE",
+                        help="deny rule, same form as --allow (repeatable)")
+    parser.add_argument("--version", action="version", version=f"khaelor {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None, env: Env | None = None) -> int:
+    """Run KHAELOR with `argv`; returns the exit status."""
+    env = env or Env()
+    try:
+        args = build_parser().parse_args(argv)
+        return _dispatch(args, env)
+    except KhaelorError as exc:
+        _print_error(env, exc)
+        return int(exc.status)
+    except KeyboardInterrupt:
+        return int(ExitStatus.INTERRUPTED)
+    except Exception as exc:
+        if env.debug:
+            traceback.print_exc(file=env.stderr)
+        else:
+            env.stderr.write(f"khaelor: internal error: {type(exc).__name__}: {exc} "
+                             "(set KHAELOR_DEBUG=1 for the traceback)\n")
+        return int(ExitStatus.ERROR)
+
+
+def _dispatch(args: argparse.Namespace, env: Env) -> int:
+    if args.continue_latest and args.resume:
+        raise UsageError("--continue and --resume cannot be used together")
+    if not args.print_mode:
+        raise UsageError("the interactive REPL is not available in this version; use -p/--print",
+                         hint="khaelor -p 'describe this repository'")
+    from khaelor import printmode
+    from khaelor.runtime import Options
+
+    options = Options(model=args.model, permission_mode=args.permission_mode, session_dir=args.session_dir,
+                      allow=tuple(args.allow), deny=tuple(args.deny), continue_latest=args.continue_latest,
+                      resume=args.resume, max_turns=args.max_turns)
+    return printmode.run(printmode.PrintRequest(args.prompt, args.output_format, options), env)
+
+
+def _print_error(env: Env, exc: KhaelorError) -> None:
+    if env.debug:
+        traceback.print_exc(file=env.stderr)
+    env.stderr.write(f"khaelor: error: {exc.message}\n")
+    if exc.hint:
+        env.stderr.write(f"khaelor: hint: {exc.hint}\n")
+    env.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Print mode: run one request to completion from a script and report it (SPEC §2).
+
+Never prompts: a call that would need to ask is denied, the model is told
+why, and the result lists the denial with the rule that would allow it.
+Output formats: `text` (the final answer), `json` (one result object) and
+`stream-json` (each journal record as a JSON line as it happens, then the
+result object). Exit status: 0 success, 1 task error, 2 usage, 130/143
+interrupted.
+"""
+
+import json
+import sys
+from dataclasses import dataclass
+
+from khaelor import cost
+from khaelor.agent import Outcome
+from khaelor.env import Env
+from khaelor.errors import Cancelled, ExitStatus, KhaelorError, UsageError
+from khaelor.model import credentials
+from khaelor.runtime import Options, Runtime, raise_on_sigterm, start
+
+MAX_STDIN_BYTES = 16 << 20
+FORMATS = ("text", "json", "stream-json")
+
+
+@dataclass
+class PrintRequest:
+    """A print-mode invocation."""
+
+    prompt: str | None
+    output_format: str
+    options: Options
+
+
+def read_prompt(env: Env, argument: str | None) -> str:
+    """The prompt from the argument and/or piped stdin (appended), bounded."""
+    parts = [argument] if argument else []
+    if not env.stdin_is_tty():
+        piped = _read_stdin(env)
+        if piped.strip():
+            parts.append(piped)
+    prompt = "\n\n".join(parts).strip()
+    if not prompt:
+        raise UsageError("no prompt: give it as an argument or on standard input", hint="khaelor -p 'fix the failing test'")
+    return prompt
+
+
+def _read_stdin(env: Env) -> str:
+    stream = getattr(env.stdin, "buffer", None)
+    if stream is None:
+        text = env.stdin.read(MAX_STDIN_BYTES + 1)
+        data = text.encode("utf-8", "surrogateescape")
+    else:
+        data = stream.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise UsageError(f"standard input is larger than {MAX_STDIN_BYTES >> 20} MiB; pass a file path in the prompt instead")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
+
+
+def run(request: PrintRequest, env: Env) -> int:
+    """Run print mode; returns the exit status."""
+    prompt = read_prompt(env, request.prompt)
+    credentials(env.environ)
+    streaming = request.output_format == "stream-json"
+    runtime = start(env, request.options, notice=lambda line: _stderr(env, line))
+    if streaming:
+        runtime.session.journal.listeners.append(lambda record: _emit(env, record))
+    for note in runtime.recovered:
+        _stderr(env, note)
+    restore = raise_on_sigterm()
+    try:
+        outcome, status = _run_turn(runtime, prompt)
+    finally:
+        restore()
+        runtime.close()
+    _report(env, request.output_format, runtime, outcome)
+    return status
+
+
+def _run_turn(runtime: Runtime, prompt: str) -> tuple[Outcome, int]:
+    agent = runtime.agent
+    try:
+        outcome = agent.run(prompt)
+    except (KeyboardInterrupt, Cancelled) as exc:
+        name = getattr(exc, "signal_name", "SIGINT")
+        runtime.session.record("cancel", signal=name)
+        status = ExitStatus.TERMINATED if name == "SIGTERM" else ExitStatus.INTERRUPTED
+        return Outcome(f"interrupted by {name}", "cancelled", True, 0), status
+    except KhaelorError as exc:
+        runtime.session.record("error", message=exc.message)
+        return Outcome(exc.message, "error", True, 0), ExitStatus.ERROR
+    runtime.session.record("turn_end", stop_reason=outcome.stop_reason, is_error=outcome.is_error, turns=outcome.turns)
+    return outcome, ExitStatus.ERROR if outcome.is_error else ExitStatus.SUCCESS
+
+
+def result_object(runtime: Runtime, outcome: Outcome) -> dict:
+    """The §2 JSON result of a print-mode run."""
+    state = runtime.session.state
+    nanos = cost.session_cost_nanos(state.usage, runtime.config.pricing)
+    return {
+        "type": "result",
+        "result": outcome.text,
+        "session_id": runtime.session.id,
+        "num_turns": outcome.turns,
+        "usage": state.usage_totals(),
+        "cost_usd": None if nanos is None else cost.nanos_to_usd(nanos),
+        "usage_uncertain_attempts": len(state.uncertain),
+        "is_error": outcome.is_error,
+        "stop_reason": outcome.stop_reason,
+        "permission_denials": outcome.denials,
+    }
+
+
+def _report(env: Env, output_format: str, runtime: Runtime, outcome: Outcome) -> None:
+    if output_format == "text":
+        if outcome.is_error:
+            _stderr(env, f"khaelor: {outcome.text}")
+            for denial in outcome.denials:
+                _stderr(env, f"khaelor: denied {denial['tool']}: rerun with --allow {denial['suggestion']} to permit it")
+        else:
+            env.stdout.write(outcome.text.rstrip("\n") + "\n")
+    else:
+        _emit(env, result_object(runtime, outcome))
+    env.stdout.flush()
+
+
+def _emit(env: Env, obj: dict) -> None:
+    env.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    env.stdout.flush()
+
+
+def _stderr(env: Env, line: str) -> None:
+    stream = env.stderr or sys.stderr
+    stream.write(line + "\n")
+    stream.flush()

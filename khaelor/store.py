@@ -1,0 +1,106 @@
+"""Where sessions live on disk, and how they are named and found (SPEC §10).
+
+Layout under the sessions root (default `<data root>/sessions`):
+`<workspace-key>/<session-id>.jsonl` plus a `.workspace` marker holding the
+workspace path. Artifacts live under the data root in
+`tool-output/<session-id>/` and `process-logs/<session-id>/`. Every folder
+is created owner-private (0700), every file 0600.
+
+Session ids are time-sortable (`20261129T093012-3fa2c1`), so the newest
+session of a workspace is the greatest name. Ids may be abbreviated to any
+unique prefix.
+"""
+
+import datetime
+import hashlib
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Callable
+
+from khaelor.errors import UsageError
+from khaelor.journal import private_dir
+
+LOG_SUFFIX = ".jsonl"
+_ID_SHAPE = re.compile(r"^\d{8}T\d{6}-[0-9a-f]{6}$")
+
+
+def new_session_id(clock: Callable[[], float]) -> str:
+    """A fresh time-sortable session id."""
+    moment = datetime.datetime.fromtimestamp(clock(), datetime.timezone.utc)
+    return f"{moment:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+def workspace_key(workspace: Path) -> str:
+    """A readable, stable, collision-safe folder name for a workspace path."""
+    text = str(workspace)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[-48:].lstrip("-.") or "root"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return f"{slug}-{digest}"
+
+
+class Store:
+    """The sessions root and the artifact folders of one data root."""
+
+    def __init__(self, sessions_root: Path, data_root: Path):
+        self.root = sessions_root
+        self.data_root = data_root
+
+    def workspace_dir(self, workspace: Path, create: bool = False) -> Path:
+        """The folder of a workspace's sessions (created with its marker on demand)."""
+        folder = self.root / workspace_key(workspace)
+        if create and not folder.is_dir():
+            private_dir(folder)
+            marker = folder / ".workspace"
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(str(workspace) + "\n")
+        return folder
+
+    def new_log_path(self, workspace: Path, session_id: str) -> Path:
+        return self.workspace_dir(workspace, create=True) / f"{session_id}{LOG_SUFFIX}"
+
+    def tool_output_dir(self, session_id: str) -> Path:
+        return self.data_root / "tool-output" / session_id
+
+    def process_log_dir(self, session_id: str) -> Path:
+        return self.data_root / "process-logs" / session_id
+
+    def sessions_of(self, workspace: Path) -> list[Path]:
+        """Logs of one workspace, oldest first."""
+        return _logs_in(self.workspace_dir(workspace))
+
+    def all_sessions(self) -> list[Path]:
+        """Logs of every workspace, oldest first."""
+        if not self.root.is_dir():
+            return []
+        logs = [log for folder in self.root.iterdir() if folder.is_dir() for log in _logs_in(folder)]
+        return sorted(logs, key=lambda log: log.stem)
+
+    def latest(self, workspace: Path) -> Path | None:
+        """The most recent session of a workspace, if any."""
+        logs = self.sessions_of(workspace)
+        return logs[-1] if logs else None
+
+    def find(self, workspace: Path, prefix: str) -> Path:
+        """The session whose id starts with `prefix`: this workspace first, then all."""
+        prefix = prefix.strip()
+        if not prefix or "/" in prefix or prefix.startswith("."):
+            raise UsageError(f"not a session id: {prefix!r}")
+        for logs in (self.sessions_of(workspace), self.all_sessions()):
+            matches = [log for log in logs if log.stem.startswith(prefix)]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                shown = ", ".join(log.stem for log in matches[:5])
+                more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+                raise UsageError(f"session id prefix {prefix!r} is ambiguous: {shown}{more}")
+        raise UsageError(f"no session matches {prefix!r}", hint="list sessions in the store to find its id")
+
+
+def _logs_in(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    logs = [p for p in folder.iterdir() if p.suffix == LOG_SUFFIX and _ID_SHAPE.match(p.stem)]
+    return sorted(logs, key=lambda log: log.stem)
