@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         return int(exc.status)
     except KeyboardInterrupt:
         return int(ExitStatus.INTERRUPTED)
+    except OSError as exc:
+        if env.debug:
+            traceback.print_exc(file=env.stderr)
+        where = f": {exc.filename}" if exc.filename else ""
+        env.stderr.write(f"khaelor: error: {exc.strerror or exc}{where}\n")
+        return int(ExitStatus.ERROR)
     except Exception as exc:
         if env.debug:
             traceback.print_exc(file=env.stderr)
