@@ -219,3 +219,40 @@ def test_pause_turn_is_continued(fake_api, workspace):
     done = run_khaelor(["-p", "x"], workspace, fake_api)
     assert done.returncode == 0 and done.stdout == "finished\n"
     assert fake_api.message_requests[1].body["messages"][-1]["role"] == "assistant"
+
+
+def test_thinking_blocks_are_sent_back_verbatim(fake_api, workspace):
+    from tests.fakeapi import redacted_thinking, thinking
+
+    fake_api.script(reply(thinking("let me look", signature="sig-ABC123"), redacted_thinking("opaque=="),
+                          tool_use("ls", {})), reply(text("seen")))
+    done = run_khaelor(["-p", "look"], workspace, fake_api)
+    assert done.returncode == 0, done.stderr
+    assistant = fake_api.message_requests[1].body["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][0] == {"type": "thinking", "thinking": "let me look", "signature": "sig-ABC123"}
+    assert assistant["content"][1] == {"type": "redacted_thinking", "data": "opaque=="}
+
+
+def test_memory_files_and_facts_are_in_a_system_prompt_fixed_for_the_session(fake_api, workspace):
+    (workspace / "AGENTS.md").write_text("Always run `make check` before finishing.\n")
+    sub = workspace / "pkg"
+    sub.mkdir()
+    (sub / "KHAELOR.md").write_text("Package rule: no new dependencies.\n")
+    fake_api.script(reply(text("one")), reply(text("two")))
+    assert run_khaelor(["-p", "first"], sub, fake_api).returncode == 0
+    (workspace / "AGENTS.md").write_text("changed later\n")
+    assert run_khaelor(["-p", "-c", "second"], sub, fake_api).returncode == 0
+    first, second = (r.body["system"] for r in fake_api.message_requests)
+    assert first == second
+    system = first[0]["text"]
+    assert system.index("make check") < system.index("no new dependencies")
+    assert f"workspace: {sub}" in system and "changed later" not in system
+
+
+def test_context_window_exceeded_is_an_error(fake_api, workspace):
+    fake_api.script(reply(text("cut"), stop_reason="model_context_window_exceeded"))
+    done = run_khaelor(["-p", "big", "--output-format", "json"], workspace, fake_api)
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["stop_reason"] == "model_context_window_exceeded" and "context window" in result["result"]
