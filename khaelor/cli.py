@@ -66,7 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     """Run KHAELOR with `argv`; returns the exit status."""
     env = env or Env()
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv and argv[0] == "sessions":
+            from khaelor import sessions_cli
+
+            return sessions_cli.main(argv[1:], env)
         args = build_parser().parse_args(argv)
         return _dispatch(args, env)
     except KhaelorError as exc:

@@ -86,7 +86,7 @@ def run_tool(log: LogWriter, use: dict) -> dict:
     log.record("permission", call_id=call_id, decision="allow", reason="read-only tool", rule=None, source="default")
     log.record("tool_start", call_id=call_id)
     if use["name"] == "read":
-        log.record("file_read", path=f"/work/repo/{use['input']['path']}", size=log.rng.randint(100, 40_000),
+        log.record("file_read", path=f"/home/dev/repo/{use['input']['path']}", size=log.rng.randint(100, 40_000),
                    mtime_ns=1_778_000_000_000_000_000 + log.count, sha256=f"{log.count:064x}")
     content = log.text(log.rng.choice((20, 80, 300, 1200)))
     log.record("tool_result", call_id=call_id, is_error=False, content=content, duration_ms=log.rng.randint(1, 9000))
@@ -95,7 +95,7 @@ def run_tool(log: LogWriter, use: dict) -> dict:
 
 def write_log(path: Path, records: int, seed: int) -> int:
     """A log of at least `records` records (header by the real Journal); returns the count."""
-    Journal.create(path, {"session_id": "bench", "workspace": "/work/repo", "model": MODEL}, time.time).close()
+    Journal.create(path, {"session_id": "bench", "workspace": "/home/dev/repo", "model": MODEL}, time.time).close()
     with open(path, "ab") as handle:
         log = LogWriter(handle, random.Random(seed))
         rewinds = {records * k // 4 for k in (1, 2, 3)}
