@@ -97,16 +97,18 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 def _dispatch(args: argparse.Namespace, env: Env) -> int:
     if args.continue_latest and args.resume:
         raise UsageError("--continue and --resume cannot be used together")
-    if not args.print_mode:
-        raise UsageError("the interactive REPL is not available in this version; use -p/--print",
-                         hint="khaelor -p 'describe this repository'")
-    from khaelor import printmode
     from khaelor.runtime import Options
 
     options = Options(model=args.model, permission_mode=args.permission_mode, session_dir=args.session_dir,
                       allow=tuple(args.allow), deny=tuple(args.deny), continue_latest=args.continue_latest,
                       resume=args.resume, max_turns=args.max_turns)
-    return printmode.run(printmode.PrintRequest(args.prompt, args.output_format, options), env)
+    if args.print_mode:
+        from khaelor import printmode
+
+        return printmode.run(printmode.PrintRequest(args.prompt, args.output_format, options), env)
+    from khaelor import repl
+
+    return repl.run(env, options, args.prompt)
 
 
 def _print_error(env: Env, exc: KhaelorError) -> None:

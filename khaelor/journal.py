@@ -131,6 +131,30 @@ def _check_header(header: dict, path: Path) -> None:
         raise JournalError(f"{path} was written by a newer KHAELOR (format version {version})")
 
 
+def read_last_record(path: Path, window: int = 1 << 16) -> dict | None:
+    """The last complete record of a log, read from its tail only; None when there is none or it is damaged."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            while True:
+                start = max(0, size - window)
+                handle.seek(start)
+                tail = handle.read(size - start)
+                lines = tail.split(b"\n")[:-1]
+                if len(lines) > 1 or start == 0 or window >= MAX_RECORD_BYTES:
+                    break
+                window *= 4
+    except OSError:
+        return None
+    if not lines or (start > 0 and len(lines) < 2):
+        return None
+    try:
+        record = json.loads(lines[-1].decode("utf-8"))
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 class Journal:
     """The writing end of one session log, holding its lock until closed."""
 

@@ -1,0 +1,43 @@
+"""Session names and tags, kept in a sidecar so the log is never rewritten for them.
+
+`<workspace-dir>/.metadata/<session-id>.json` holds `{"name": ..., "tags": [...]}`,
+written owner-private and atomically (temporary file, fsync, rename). The log
+still journals each rename and tag change as an audit record.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from khaelor.journal import private_dir
+
+MAX_SIDECAR_BYTES = 64 << 10
+
+
+def sidecar(log: Path) -> Path:
+    return log.parent / ".metadata" / f"{log.stem}.json"
+
+
+def load(log: Path) -> dict:
+    """The session's name and tags; empty when none were set or the sidecar is unreadable."""
+    try:
+        with open(sidecar(log), "rb") as handle:
+            data = json.loads(handle.read(MAX_SIDECAR_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return {"name": None, "tags": []}
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    tags = [t for t in data.get("tags", []) if isinstance(t, str)] if isinstance(data.get("tags"), list) else []
+    return {"name": name, "tags": tags}
+
+
+def save(log: Path, name: str | None, tags: list[str]) -> None:
+    """Replace the sidecar with `name` and `tags`."""
+    path = sidecar(log)
+    private_dir(path.parent)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"name": name, "tags": tags}, handle, ensure_ascii=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(staging, path)

@@ -1,0 +1,427 @@
+"""The interactive REPL: a `cmd.Cmd` whose commands are slash commands (SPEC §3).
+
+Plain text is a request to the agent; `/name ARGS` runs `do_name`, whose
+docstring is its help (first line `/name ARGS — summary`). Unique prefixes
+work (`/he` → `/help`), near misses get a suggestion. We own the read loop:
+an empty line does nothing, end of input leaves cleanly, Ctrl-C while typing
+clears the line and Ctrl-C during a turn cancels the turn — never the REPL.
+
+The session is opened on first need (a request, a rename), so starting and
+leaving KHAELOR without asking anything leaves no empty session behind.
+Everything shown about a turn is rendered from the journal's records.
+"""
+
+import cmd
+import difflib
+import os
+import threading
+from pathlib import Path
+
+from khaelor import __version__, metadata
+from khaelor import cost
+from khaelor.config import Config, load_config
+from khaelor.display import RecordView
+from khaelor.env import Env
+from khaelor.errors import Cancelled, KhaelorError, UsageError
+from khaelor.journal import read_last_record
+from khaelor.model import CREDENTIAL_HINT, credentials, MissingCredentials
+from khaelor.output import Output, StreamSanitizer
+from khaelor.runtime import Options, Runtime, make_store, start, workspace_of
+from khaelor.status import Status, context_fraction, git_branch
+from khaelor.store import workspace_key
+
+PROMPT = "❯ "
+
+
+class Repl(cmd.Cmd):
+    """Slash commands and agent turns over one session at a time."""
+
+    def __init__(self, env: Env, options: Options, out: Output, reader):
+        super().__init__(stdout=out.stdout)
+        self.env = env
+        self.options = options
+        self.out = out
+        self.reader = reader
+        self.workspace = workspace_of(env)
+        self.config: Config = load_config(env, self.workspace, options.overrides())
+        self.store = make_store(env, self.config)
+        self.runtime: Runtime | None = None
+        self.view = RecordView()
+        self._stream = StreamSanitizer()
+        self._streamed = False
+        self._status = ""
+        self._quit = False
+
+    # --- the loop -------------------------------------------------------------
+
+    def run(self, first_prompt: str | None = None) -> int:
+        """Banner, then read and act until end of input; returns the exit status."""
+        self._banner()
+        self._refresh_status()
+        threading.Thread(target=_warm_sdk, daemon=True).start()
+        try:
+            if first_prompt:
+                self.handle(first_prompt)
+            while not self._quit:
+                line = self._read()
+                if line is None:
+                    break
+                self.handle(line)
+        finally:
+            self._detach()
+        return 0
+
+    def _read(self) -> str | None:
+        while True:
+            try:
+                line = self.reader.read(PROMPT)
+            except KeyboardInterrupt:
+                continue
+            if line is None:
+                return None
+            while line.endswith("\\"):
+                more = self.reader.read("… ")
+                if more is None:
+                    break
+                line = line[:-1] + "\n" + more
+            return line
+
+    def handle(self, line: str) -> None:
+        """Act on one input: a slash command, a request, or nothing."""
+        text = line.strip()
+        if not text:
+            return
+        if text.startswith("/"):
+            name, _, arg = text[1:].partition(" ")
+            self._command(name, arg.strip())
+        else:
+            self.turn(text)
+
+    def _command(self, name: str, arg: str) -> None:
+        method = self._resolve(name)
+        if method is None:
+            return
+        try:
+            method(arg)
+        except KhaelorError as exc:
+            self.out.error(f"error: {exc.message}")
+
+    def _resolve(self, name: str):
+        names = self.command_names()
+        if name in names:
+            return getattr(self, f"do_{name}")
+        matches = [n for n in names if n.startswith(name)] if name else []
+        if len(matches) == 1:
+            return getattr(self, f"do_{matches[0]}")
+        if len(matches) > 1:
+            self.out.error(f"/{name} is ambiguous: " + ", ".join(f"/{m}" for m in matches))
+            return None
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" — did you mean /{close[0]}?" if close else " — /help lists the commands"
+        self.out.error(f"unknown command /{name}{hint}")
+        return None
+
+    def command_names(self) -> list[str]:
+        return sorted(n[3:] for n in self.get_names() if n.startswith("do_"))
+
+    # --- turns ----------------------------------------------------------------
+
+    def turn(self, text: str) -> None:
+        """Send a request to the agent and show what happens until it is done."""
+        try:
+            runtime = self._attach()
+        except KhaelorError as exc:
+            self.out.error(f"error: {exc.message}")
+            if exc.hint:
+                self.out.warn(f"hint: {exc.hint}")
+            return
+        try:
+            outcome = runtime.agent.run(text)
+        except (KeyboardInterrupt, Cancelled):
+            self._end_stream()
+            runtime.session.record("cancel", signal="SIGINT")
+            self.out.message("⏹ cancelled", "yellow")
+        except KhaelorError as exc:
+            self._end_stream()
+            runtime.session.record("error", message=exc.message)
+            self.out.error(f"error: {exc.message}")
+        else:
+            self._end_stream()
+            runtime.session.record("turn_end", stop_reason=outcome.stop_reason, is_error=outcome.is_error,
+                                   turns=outcome.turns)
+            if outcome.is_error:
+                self.out.error(outcome.text.rsplit("\n", 1)[-1])
+        self._refresh_status()
+
+    def _attach(self, resume: str | None = None, continue_latest: bool = False) -> Runtime:
+        if self.runtime is not None and resume is None and not continue_latest:
+            return self.runtime
+        if not resume and not continue_latest:
+            credentials(self.env.environ)
+        options = Options(**{**vars(self.options), "resume": resume, "continue_latest": continue_latest})
+        runtime = start(self.env, options, notice=self.out.warn, ask=None, on_text=self._on_text)
+        self._detach()
+        self.runtime = runtime
+        runtime.session.journal.listeners.append(self._on_record)
+        for note in runtime.recovered:
+            self.out.warn(note)
+        self._set_title()
+        return runtime
+
+    def _detach(self) -> None:
+        if self.runtime is not None:
+            runtime, self.runtime = self.runtime, None
+            runtime.close()
+            self.options.model = runtime.agent.settings.model
+
+    def _on_text(self, delta: str) -> None:
+        self._streamed = True
+        self.out.raw(self._stream.feed(delta))
+
+    def _end_stream(self) -> None:
+        if self._streamed:
+            self.out.raw(self._stream.flush() + "\n")
+            self._streamed = False
+
+    def _on_record(self, record: dict) -> None:
+        if record["type"] == "entry" and record.get("kind") == "assistant":
+            self._end_stream()
+        for text, style in self.view.lines(record):
+            self.out.message(text, style)
+
+    # --- status, title, banner ------------------------------------------------
+
+    def status(self) -> Status:
+        runtime = self.runtime
+        if runtime is None:
+            return Status(self.options.model or self.config.model, None, 0, 0, git_branch(self.workspace))
+        state = runtime.session.state
+        model = runtime.agent.settings.model
+        nanos = cost.session_cost_nanos(state.usage, self.config.pricing)
+        return Status(model, context_fraction(state.usage, model), nanos, len(state.uncertain),
+                      git_branch(self.workspace))
+
+    def toolbar(self) -> str:
+        return self._status
+
+    def _refresh_status(self) -> None:
+        self._status = self.status().text()
+
+    def _session_name(self) -> str | None:
+        return metadata.load(self.runtime.session.path)["name"] if self.runtime else None
+
+    def _set_title(self) -> None:
+        name = self._session_name()
+        self.out.title(f"khaelor · {name}" if name else "khaelor")
+
+    def _banner(self) -> None:
+        model = self.options.model or self.config.model
+        try:
+            credentials(self.env.environ)
+            tail = "/help for commands, Ctrl-D to leave"
+        except MissingCredentials:
+            tail = f"no credentials — {CREDENTIAL_HINT}"
+        self.out.message(f"khaelor {__version__} · {model} · {tail}", "dim")
+        line = interrupted_line(self.store.latest(self.workspace), self.env.clock())
+        if line:
+            self.out.message(line, "dim")
+
+    # --- commands -------------------------------------------------------------
+
+    def do_help(self, arg: str) -> None:
+        """/help [COMMAND] — list the commands, or show one command's help"""
+        if arg:
+            method = self._resolve(arg.lstrip("/"))
+            if method is not None:
+                self.out.message(method.__doc__ or "")
+            return
+        for name in self.command_names():
+            doc = (getattr(self, f"do_{name}").__doc__ or "").split("\n", 1)[0]
+            if doc.startswith(f"/{name}"):
+                self.out.message(doc)
+
+    def do_quit(self, arg: str) -> None:
+        """/quit — leave KHAELOR (Ctrl-D does the same)"""
+        self._quit = True
+
+    do_exit = do_quit
+
+    def do_new(self, arg: str) -> None:
+        """/new — start a fresh session in this workspace"""
+        self._detach()
+        self.view = RecordView()
+        self.out.message("new session (it is created with your first request)", "dim")
+        self._set_title()
+        self._refresh_status()
+
+    def do_resume(self, arg: str) -> None:
+        """/resume [ID] — resume the most recent session of this workspace, or the one given by id or prefix"""
+        runtime = self._attach(resume=arg or None, continue_latest=not arg)
+        state = runtime.session.state
+        name = self._session_name()
+        self.out.message(f"resumed {runtime.session.id}{f' ({name})' if name else ''} · "
+                         f"{len(state.messages())} messages on this branch", "dim")
+        self._refresh_status()
+
+    def do_rename(self, arg: str) -> None:
+        """/rename NAME — name the current session (alias /name)"""
+        if not arg:
+            raise UsageError("/rename needs a name")
+        runtime = self._attach()
+        tags = metadata.load(runtime.session.path)["tags"]
+        metadata.save(runtime.session.path, arg, tags)
+        runtime.session.record("rename", name=arg)
+        self._set_title()
+        self.out.message(f"session named {arg!r}", "dim")
+
+    do_name = do_rename
+
+    def do_tag(self, arg: str) -> None:
+        """/tag TAG... — tag the current session (-TAG removes a tag)"""
+        words = arg.split()
+        if not words:
+            raise UsageError("/tag needs at least one tag")
+        runtime = self._attach()
+        data = metadata.load(runtime.session.path)
+        tags = [t for t in data["tags"] if f"-{t}" not in words]
+        tags += [w for w in words if not w.startswith("-") and w not in tags]
+        metadata.save(runtime.session.path, data["name"], tags)
+        runtime.session.record("tag", tags=tags)
+        self.out.message("tags: " + (", ".join(tags) or "none"), "dim")
+
+    def do_clear(self, arg: str) -> None:
+        """/clear — clear the conversation: the next request starts a new branch root (the log keeps everything)"""
+        if self.runtime is None:
+            self.out.message("nothing to clear", "dim")
+            return
+        self.runtime.session.record("head", entry=None)
+        self.out.message("conversation cleared; history stays in the log", "dim")
+        self._refresh_status()
+
+    def do_model(self, arg: str) -> None:
+        """/model [MODEL] — show the model, or switch to another for the following requests"""
+        if not arg:
+            self.out.message(self.status().model)
+            return
+        self.options.model = arg
+        if self.runtime is not None:
+            self.runtime.agent.settings.model = arg
+            self.runtime.session.add_entry("model", model=arg)
+        self.out.message(f"model: {arg}", "dim")
+        self._refresh_status()
+
+    def do_permissions(self, arg: str) -> None:
+        """/permissions — show the permission mode and rules, with where each rule comes from"""
+        policy = self.runtime.agent.policy if self.runtime else None
+        mode = policy.mode if policy else self.config.permission_mode
+        self.out.message(f"mode: {mode}")
+        rules = self.config.permissions
+        for kind in ("deny", "ask", "allow"):
+            for rule in getattr(rules, kind):
+                text = f"{rule.tool}: {rule.pattern}" if rule.pattern else rule.tool
+                self.out.message(f"  {kind:5}  {text}  ({rule.source}{' ' + rule.origin if rule.origin else ''})")
+
+    def do_processes(self, arg: str) -> None:
+        """/processes [log ID | stop ID] — list background processes, show one's log tail, or stop one"""
+        if self.runtime is None:
+            self.out.message("no background processes", "dim")
+            return
+        from khaelor.tools.process import PROCESS
+
+        action, _, proc_id = arg.partition(" ")
+        request = {"action": action or "list"}
+        if proc_id:
+            request["id"] = proc_id.strip()
+        try:
+            self.out.message(PROCESS.run(self.runtime.agent.ctx, request))
+        except Exception as exc:
+            self.out.error(f"error: {exc}")
+
+    def do_sessions(self, arg: str) -> None:
+        """/sessions — list this workspace's sessions, newest first (resume one with /resume ID)"""
+        logs = list(reversed(self.store.sessions_of(self.workspace)))
+        if not logs:
+            self.out.message("no sessions in this workspace yet", "dim")
+            return
+        now = self.env.clock()
+        for log in logs[:50]:
+            data = metadata.load(log)
+            last = read_last_record(log)
+            age = relative_age(now - _epoch(last.get("ts"))) if last else "?"
+            current = "❯" if self.runtime and self.runtime.session.path == log else " "
+            label = data["name"] or ""
+            self.out.message(f"{current} {log.stem}  {age:>8}  {label}")
+
+    # --- completion -----------------------------------------------------------
+
+    def words(self, text: str) -> list[str]:
+        """Completion candidates for the input so far."""
+        if text.startswith("/") and " " not in text:
+            return [f"/{name}" for name in self.command_names()]
+        if text.startswith("/resume "):
+            return [log.stem for log in self.store.sessions_of(self.workspace)]
+        return _paths(self.workspace, text.split(" ")[-1])
+
+
+def _paths(workspace: Path, prefix: str) -> list[str]:
+    folder, _, start = prefix.rpartition("/")
+    base = workspace / folder if folder else workspace
+    try:
+        names = sorted(os.listdir(base))[:500]
+    except OSError:
+        return []
+    joined = f"{folder}/" if folder else ""
+    return [joined + n + ("/" if (base / n).is_dir() else "") for n in names if n.startswith(start)]
+
+
+def _warm_sdk() -> None:
+    """Import the SDK while the person types, so the first request does not wait for it."""
+    try:
+        import anthropic  # noqa: F401
+    except Exception:
+        pass
+
+
+def _epoch(stamp: str | None) -> float:
+    import datetime
+
+    if not stamp:
+        return 0.0
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def relative_age(seconds: float) -> str:
+    """'12 min ago' style ages."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
+def interrupted_line(latest: Path | None, now: float) -> str | None:
+    """The quiet startup line for a latest session that did not close cleanly."""
+    if latest is None:
+        return None
+    last = read_last_record(latest)
+    if last is None or last.get("type") == "close":
+        return None
+    return f"Interrupted session from {relative_age(now - _epoch(last.get('ts')))} · /resume to continue"
+
+
+def history_path(env: Env, workspace: Path) -> Path:
+    return env.home / "history" / workspace_key(workspace)
+
+
+def run(env: Env, options: Options, first_prompt: str | None) -> int:
+    """Start the REPL on this process's terminal (or plain lines when there is none)."""
+    from khaelor.output import wants_color
+    from khaelor.reader import PlainReader, ToolkitReader
+
+    out = Output(env.stdout, env.stderr, wants_color(env.stdout, env.environ))
+    interactive = env.stdin_is_tty() and env.stdout_is_tty() and env.environ.get("TERM") != "dumb"
+    reader = PlainReader(env.stdin, echo=None)
+    repl = Repl(env, options, out, reader)
+    if interactive:
+        repl.reader = ToolkitReader(history_path(env, repl.workspace), repl.words, repl.toolbar)
+    return repl.run(first_prompt)
