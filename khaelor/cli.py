@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-turns", type=_positive_int, metavar="N", help="stop after N model turns")
     parser.add_argument("-c", "--continue", action="store_true", dest="continue_latest",
                         help="resume the most recent session of this workspace")
-    parser.add_argument("-r", "--resume", metavar="ID", help="resume the session with this id (or unique prefix)")
+    parser.add_argument("-r", "--resume", metavar="ID", nargs="?", const="",
+                        help="resume the session with this id or unique prefix (the picker without ID)")
     parser.add_argument("--session-dir", metavar="PATH", help="session store root (default ~/.khaelor/sessions)")
     parser.add_argument("--model", metavar="MODEL", help="model id; overrides config and the model of a resumed session")
     parser.add_argument("--permission-mode", choices=("default", "accept-edits", "plan", "bypass"),
@@ -95,8 +96,10 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, env: Env) -> int:
-    if args.continue_latest and args.resume:
+    if args.continue_latest and args.resume is not None:
         raise UsageError("--continue and --resume cannot be used together")
+    if args.print_mode and args.resume == "":
+        raise UsageError("print mode needs a session id after --resume", hint="khaelor -p -r ID 'next step'")
     from khaelor.runtime import Options
 
     options = Options(model=args.model, permission_mode=args.permission_mode, session_dir=args.session_dir,

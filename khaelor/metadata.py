@@ -12,6 +12,8 @@ from pathlib import Path
 from khaelor.journal import private_dir
 
 MAX_SIDECAR_BYTES = 64 << 10
+TITLE_SCAN_BYTES = 256 << 10
+TITLE_WIDTH = 80
 
 
 def sidecar(log: Path) -> Path:
@@ -41,3 +43,28 @@ def save(log: Path, name: str | None, tags: list[str]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(staging, path)
+
+
+def title(log: Path) -> str:
+    """The first request of a session, on one line — read from the head of the log only."""
+    try:
+        with open(log, "rb") as handle:
+            head = handle.read(TITLE_SCAN_BYTES)
+    except OSError:
+        return ""
+    for line in head.split(b"\n")[1:-1]:
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except ValueError:
+            return ""
+        if record.get("type") == "entry" and record.get("kind") == "user":
+            return _one_line(record.get("message") or {})
+    return ""
+
+
+def _one_line(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    text = " ".join(str(content or "").split())
+    return text if len(text) <= TITLE_WIDTH else text[: TITLE_WIDTH - 1] + "…"

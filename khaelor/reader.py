@@ -78,6 +78,12 @@ class ToolkitReader:
         except (EOFError, KeyboardInterrupt):
             return None
 
+    def pick(self, state):
+        """Run the inline session picker on this reader's terminal."""
+        from khaelor.picker import pick
+
+        return pick(state, self._session.input, self._session.output)
+
     def invalidate(self) -> None:
         app = self._session.app
         if app.is_running:

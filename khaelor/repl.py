@@ -26,11 +26,13 @@ from khaelor.errors import Cancelled, KhaelorError, UsageError
 from khaelor.journal import read_last_record
 from khaelor.model import CREDENTIAL_HINT, credentials, MissingCredentials
 from khaelor.output import Output, StreamSanitizer
+from khaelor.picker import Item, PickerState
 from khaelor.runtime import Options, Runtime, make_store, start, workspace_of
 from khaelor.status import Status, context_fraction, git_branch
 from khaelor.store import workspace_key
 
 PROMPT = "❯ "
+MAX_LISTED = 200
 
 
 class Repl(cmd.Cmd):
@@ -46,6 +48,8 @@ class Repl(cmd.Cmd):
         self.config: Config = load_config(env, self.workspace, options.overrides())
         self.store = make_store(env, self.config)
         self.runtime: Runtime | None = None
+        self._initial = _initial_command(options)
+        options.resume, options.continue_latest = None, False
         self.view = RecordView()
         self._stream = StreamSanitizer()
         self._streamed = False
@@ -60,6 +64,8 @@ class Repl(cmd.Cmd):
         self._refresh_status()
         threading.Thread(target=_warm_sdk, daemon=True).start()
         try:
+            if self._initial:
+                self._command(*self._initial)
             if first_prompt:
                 self.handle(first_prompt)
             while not self._quit:
@@ -153,12 +159,13 @@ class Repl(cmd.Cmd):
                 self.out.error(outcome.text.rsplit("\n", 1)[-1])
         self._refresh_status()
 
-    def _attach(self, resume: str | None = None, continue_latest: bool = False) -> Runtime:
-        if self.runtime is not None and resume is None and not continue_latest:
+    def _attach(self, resume: str | None = None) -> Runtime:
+        """The current runtime, or a new one: a fresh session, or the session `resume` names."""
+        if self.runtime is not None and resume is None:
             return self.runtime
-        if not resume and not continue_latest:
+        if resume is None:
             credentials(self.env.environ)
-        options = Options(**{**vars(self.options), "resume": resume, "continue_latest": continue_latest})
+        options = Options(**{**vars(self.options), "resume": resume})
         runtime = start(self.env, options, notice=self.out.warn, ask=None, on_text=self._on_text)
         self._detach()
         self.runtime = runtime
@@ -256,11 +263,16 @@ class Repl(cmd.Cmd):
 
     def do_resume(self, arg: str) -> None:
         """/resume [ID] — resume the most recent session of this workspace, or the one given by id or prefix"""
-        runtime = self._attach(resume=arg or None, continue_latest=not arg)
-        state = runtime.session.state
+        target = self.store.find(self.workspace, arg) if arg else self.store.latest(self.workspace)
+        if target is None:
+            raise UsageError("no session to resume in this workspace")
+        if self.runtime and self.runtime.session.path == target:
+            self.out.message(f"already in session {target.stem}", "dim")
+            return
+        runtime = self._attach(resume=target.stem)
         name = self._session_name()
         self.out.message(f"resumed {runtime.session.id}{f' ({name})' if name else ''} · "
-                         f"{len(state.messages())} messages on this branch", "dim")
+                         f"{len(runtime.session.state.messages())} messages on this branch", "dim")
         self._refresh_status()
 
     def do_rename(self, arg: str) -> None:
@@ -338,19 +350,57 @@ class Repl(cmd.Cmd):
             self.out.error(f"error: {exc}")
 
     def do_sessions(self, arg: str) -> None:
-        """/sessions — list this workspace's sessions, newest first (resume one with /resume ID)"""
-        logs = list(reversed(self.store.sessions_of(self.workspace)))
+        """/sessions — browse this workspace's sessions: ↑↓ select, Enter resume, n new, r rename, x delete, / filter, Esc"""
+        logs = list(reversed(self.store.sessions_of(self.workspace)))[:MAX_LISTED]
         if not logs:
             self.out.message("no sessions in this workspace yet", "dim")
             return
-        now = self.env.clock()
-        for log in logs[:50]:
-            data = metadata.load(log)
-            last = read_last_record(log)
-            age = relative_age(now - _epoch(last.get("ts"))) if last else "?"
-            current = "❯" if self.runtime and self.runtime.session.path == log else " "
-            label = data["name"] or ""
-            self.out.message(f"{current} {log.stem}  {age:>8}  {label}")
+        items = [self._item(log) for log in logs]
+        if not hasattr(self.reader, "pick"):
+            for item in items:
+                self.out.message(f"  {item.session_id}  {item.detail:>12}  {item.label}")
+            return
+        chosen = self.reader.pick(PickerState(items))
+        if chosen is not None:
+            self._picked(*chosen)
+
+    def _item(self, log: Path) -> Item:
+        data = metadata.load(log)
+        last = read_last_record(log)
+        age = relative_age(self.env.clock() - _epoch(last.get("ts"))) if last else "?"
+        current = " (current)" if self.runtime and self.runtime.session.path == log else ""
+        return Item(log.stem, (data["name"] or metadata.title(log) or log.stem) + current, age)
+
+    def _picked(self, action: str, session_id: str | None) -> None:
+        if action == "new":
+            self.do_new("")
+        elif action == "resume":
+            self.do_resume(session_id)
+        elif action == "rename":
+            name = self.reader.ask(f"new name for {session_id}: ")
+            if name and name.strip():
+                self._rename(self.store.find(self.workspace, session_id), name.strip())
+        elif action == "delete":
+            self._trash(self.store.find(self.workspace, session_id))
+
+    def _rename(self, log: Path, name: str) -> None:
+        if self.runtime and self.runtime.session.path == log:
+            self.do_rename(name)
+            return
+        metadata.save(log, name, metadata.load(log)["tags"])
+        self.out.message(f"{log.stem} named {name!r}", "dim")
+
+    def _trash(self, log: Path) -> None:
+        if self.runtime and self.runtime.session.path == log:
+            self.out.error("the current session cannot be deleted; /new first")
+            return
+        label = metadata.load(log)["name"] or metadata.title(log) or log.stem
+        answer = self.reader.ask(f"move {log.stem} ({label}) to the trash? [y/N] ")
+        if (answer or "").strip().lower() not in ("y", "yes"):
+            self.out.message("kept", "dim")
+            return
+        self.store.trash(log)
+        self.out.message(f"{log.stem} moved to the trash", "dim")
 
     # --- completion -----------------------------------------------------------
 
@@ -372,6 +422,15 @@ def _paths(workspace: Path, prefix: str) -> list[str]:
         return []
     joined = f"{folder}/" if folder else ""
     return [joined + n + ("/" if (base / n).is_dir() else "") for n in names if n.startswith(start)]
+
+
+def _initial_command(options: Options) -> tuple[str, str] | None:
+    """`-r ID` and `-c` resume at once; `-r` alone opens the picker."""
+    if options.resume == "":
+        return ("sessions", "")
+    if options.resume:
+        return ("resume", options.resume)
+    return ("resume", "") if options.continue_latest else None
 
 
 def _warm_sdk() -> None:

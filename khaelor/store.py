@@ -6,7 +6,7 @@ workspace path. Artifacts live under the data root in
 `tool-output/<session-id>/` and `process-logs/<session-id>/`. Every folder
 is created owner-private (0700), every file 0600.
 
-Session ids are time-sortable (`20261129T093012-3fa2c1`), so the newest
+Session ids are time-sortable (`20261129T093012-481-3fa2c1`: UTC time, milliseconds, random), so the newest
 session of a workspace is the greatest name. Ids may be abbreviated to any
 unique prefix.
 """
@@ -23,13 +23,13 @@ from khaelor.errors import UsageError
 from khaelor.journal import private_dir
 
 LOG_SUFFIX = ".jsonl"
-_ID_SHAPE = re.compile(r"^\d{8}T\d{6}-[0-9a-f]{6}$")
+_ID_SHAPE = re.compile(r"^\d{8}T\d{6}-\d{3}-[0-9a-f]{6}$")
 
 
 def new_session_id(clock: Callable[[], float]) -> str:
     """A fresh time-sortable session id."""
     moment = datetime.datetime.fromtimestamp(clock(), datetime.timezone.utc)
-    return f"{moment:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+    return f"{moment:%Y%m%dT%H%M%S}-{moment.microsecond // 1000:03d}-{secrets.token_hex(3)}"
 
 
 def workspace_key(workspace: Path) -> str:
@@ -82,6 +82,18 @@ class Store:
         """The most recent session of a workspace, if any."""
         logs = self.sessions_of(workspace)
         return logs[-1] if logs else None
+
+    def trash(self, log: Path) -> Path:
+        """Move a session's log and sidecar into its workspace's `.trash/` (recoverable)."""
+        folder = private_dir(log.parent / ".trash")
+        target = folder / log.name
+        if target.exists():
+            raise UsageError(f"{log.stem} is already in the trash")
+        os.rename(log, target)
+        sidecar = log.parent / ".metadata" / f"{log.stem}.json"
+        if sidecar.exists():
+            os.rename(sidecar, folder / f"{log.stem}.json")
+        return target
 
     def find(self, workspace: Path, prefix: str) -> Path:
         """The session whose id starts with `prefix`: this workspace first, then all."""

@@ -175,3 +175,52 @@ def test_piped_stdin_without_print_runs_the_repl_line_by_line(fake_api, workspac
     assert done.returncode == 0, done.stderr
     assert "hi back" in done.stdout.splitlines()
     assert [r["type"] for r in records(khaelor_home)][-1] == "close"
+
+
+def test_picker_state_moves_filters_and_chooses():
+    from khaelor.picker import Item, PickerState
+
+    state = PickerState([Item("s1", "fix login bug", "1 h ago"), Item("s2", "write docs", "2 h ago"),
+                         Item("s3", "login tests", "3 d ago")])
+    state.move(5)
+    assert state.index == 2
+    state.type("login")
+    assert [i.session_id for i in state.shown] == ["s1", "s3"] and state.index == 0
+    state.move(1)
+    state.choose("delete")
+    assert state.result == ("delete", "s3")
+    state.type(" nothing")
+    state.choose("resume")
+    assert state.result == ("delete", "s3")
+    assert state.lines()[0][1] == "  (no session matches)"
+
+
+def test_sessions_picker_resumes_the_selected_session(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("one")), reply(text("two")), reply(text("three")))
+    env = make_env(workspace, khaelor_home, fake_api)
+    transcript(env, "first session\r/new\rsecond session\r")
+    first, second = sorted(khaelor_home.glob("sessions/*/*.jsonl"))
+    env = make_env(workspace, khaelor_home, fake_api)
+    out, err, _ = transcript(env, "/sessions\r\x1b[B\rand more\r")
+    assert f"resumed {first.stem}" in out, err
+    sent = fake_api.message_requests[-1].body["messages"]
+    assert sent[0]["content"][0]["text"] == "first session"
+
+
+def test_sessions_picker_deletes_to_trash_after_confirmation(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("one")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "doomed\r")
+    [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\rx")
+    assert log.exists()
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\rxy\r")
+    assert not log.exists() and (log.parent / ".trash" / log.name).exists()
+    assert "moved to the trash" in out
+
+
+def test_continue_flag_resumes_at_start(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("one")), reply(text("two")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "hello\r")
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "again\r", Options(continue_latest=True))
+    assert "resumed " in out
+    assert len(fake_api.message_requests[-1].body["messages"]) == 3
