@@ -10,7 +10,7 @@ anything. Tool failures become `is_error` results; they never end the loop.
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from khaelor.model import ModelClient, Reply
 from khaelor.permissions import Decision, Policy, ToolCall, decide
@@ -48,6 +48,14 @@ class Settings:
     max_turns: int | None = None
 
 
+class ToolWatcher(Protocol):
+    """Something that observes each approved tool call around its execution (e.g. file-change attribution)."""
+
+    def before(self, call_id: str, name: str, arguments) -> None: ...
+
+    def after(self, call_id: str, name: str, arguments) -> None: ...
+
+
 class Agent:
     """Runs turns of one session."""
 
@@ -61,6 +69,7 @@ class Agent:
         self.tools = tools
         self.ask = ask
         self._definitions = [tool.definition() for tool in tools]
+        self.watchers: list[ToolWatcher] = []
 
     def run(self, prompt: str) -> Outcome:
         """Carry out one request from the person until the model ends its turn or a limit stops it."""
@@ -126,7 +135,13 @@ class Agent:
                                    "suggestion": _suggest(name)}
         record("tool_start", call_id=call_id)
         started = time.monotonic()
-        content, is_error = self._execute(call_id, name, arguments)
+        for watcher in self.watchers:
+            watcher.before(call_id, name, arguments)
+        try:
+            content, is_error = self._execute(call_id, name, arguments)
+        finally:
+            for watcher in self.watchers:
+                watcher.after(call_id, name, arguments)
         record("tool_result", call_id=call_id, is_error=is_error, content=content,
                duration_ms=int((time.monotonic() - started) * 1000))
         return content, is_error, None
