@@ -12,10 +12,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from khaelor import compaction, ledger
+from khaelor.errors import KhaelorError
+from khaelor.ledger import ceiling_refusal
 from khaelor.model import ModelClient, Reply
 from khaelor.permissions import Decision, Policy, ToolCall, decide
 from khaelor.prompt import build_request
 from khaelor.session import Session, tool_result_block
+from khaelor.status import context_fraction
 from khaelor.tools import get_tool
 from khaelor.tools.base import ToolContext, ToolError
 
@@ -46,6 +50,15 @@ class Settings:
     max_tokens: int
     system: str
     max_turns: int | None = None
+    auto_compact_at: float = 0.92
+    max_cost_nanos: int | None = None
+    pricing: dict = field(default_factory=dict)
+
+
+class CostCeiling(KhaelorError):
+    """The cost ceiling forbids the next model call; nothing was sent."""
+
+    stop_reason = "max_cost"
 
 
 class ToolWatcher(Protocol):
@@ -68,18 +81,22 @@ class Agent:
         self.settings = settings
         self.tools = tools
         self.ask = ask
-        self._definitions = [tool.definition() for tool in tools]
+        self.definitions = [tool.definition() for tool in tools]
         self.watchers: list[ToolWatcher] = []
 
     def run(self, prompt: str) -> Outcome:
         """Carry out one request from the person until the model ends its turn or a limit stops it."""
         self.session.add_entry("user", {"role": "user", "content": [{"type": "text", "text": prompt}]})
-        turns, denials = 0, []
+        turns, denials, overflowed = 0, [], False
         while True:
             if self.settings.max_turns is not None and turns >= self.settings.max_turns:
                 return Outcome(f"stopped after {turns} model turns (--max-turns)", "max_turns", True, turns, denials)
             reply = self._reply()
             turns += 1
+            if reply.stop_reason == "model_context_window_exceeded" and not overflowed:
+                overflowed = True
+                if self._compact_or_notice("the context window was exceeded"):
+                    continue
             self.session.add_entry("assistant", reply.message, model=self.settings.model,
                                    stop_reason=reply.stop_reason, message_id=reply.message_id)
             if reply.stop_reason == "tool_use":
@@ -92,9 +109,55 @@ class Agent:
                 return self._failed_stop(reply, turns, denials)
 
     def _reply(self) -> Reply:
+        pressure = context_fraction(self.session.state.last_turn_usage, self.settings.model)
+        if pressure is not None and pressure >= self.settings.auto_compact_at:
+            self._compact_or_notice(f"context at {pressure:.0%}")
+        return self._send(self.session.state.messages(), "turn")
+
+    def _compact_or_notice(self, reason: str) -> bool:
+        """Compact automatically; a failure is announced and leaves the context as it was."""
+        try:
+            self.compact(reason=reason)
+        except compaction.CompactionFailed as exc:
+            self.client.notice(f"{exc.message}; continuing with the full context")
+            return False
+        return True
+
+    def _send(self, messages: list[dict], operation: str) -> Reply:
+        """One model call on the session's stable prefix, after the cost ceiling allows it."""
+        state = self.session.state
+        refusal = ceiling_refusal(ledger.build(state.usage, state.uncertain, self.settings.pricing),
+                                  self.settings.max_cost_nanos, self.settings.model, self.settings.pricing)
+        if refusal:
+            raise CostCeiling(refusal)
         request = build_request(self.settings.model, self.settings.max_tokens, self.settings.system,
-                                self._definitions, self.session.state.messages())
-        return self.client.send(request, self.session.record, operation="turn")
+                                self.definitions, messages)
+        return self.client.send(request, self.session.record, operation=operation)
+
+    def compact(self, instructions: str = "", reason: str = "requested") -> str:
+        """Replace the older context by a validated checkpoint plus evidence; returns the entry id."""
+        plan = compaction.plan(self.session.state)
+        if plan is None:
+            raise compaction.CompactionFailed("nothing to compact yet")
+        problem = ""
+        for attempt in range(2):
+            note = f"\n\nYour previous checkpoint was rejected: {problem}. Reply with the YAML only." if attempt else ""
+            reply = self._send(compaction.request_messages(plan.span, instructions + note), "compaction")
+            try:
+                checkpoint = compaction.parse_checkpoint(_text(reply))
+                break
+            except ValueError as exc:
+                problem = str(exc)
+        else:
+            self.session.record("compaction_failed", reason=problem)
+            raise compaction.CompactionFailed(
+                f"compaction failed: the checkpoint was invalid twice ({problem}); nothing was compacted")
+        state = self.session.state
+        found = compaction.evidence(state)
+        return self.session.add_entry(
+            "compaction", compaction.checkpoint_message(checkpoint, found), checkpoint=checkpoint, evidence=found,
+            boundary=plan.boundary, reason=reason, files_read=sorted(state.file_state.known),
+            processes=sorted(state.processes))
 
     def _failed_stop(self, reply: Reply, turns: int, denials: list[dict]) -> Outcome:
         calls = self.session.state.unanswered_calls()

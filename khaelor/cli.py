@@ -37,6 +37,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_usd(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount in USD, not {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive amount in USD, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; also the source the man page is checked against."""
     parser = argparse.ArgumentParser(prog="khaelor", description=DESCRIPTION, epilog=EPILOG,
@@ -48,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print mode output: text (default), json (one result object), "
                              "stream-json (one JSON event a line)")
     parser.add_argument("--max-turns", type=_positive_int, metavar="N", help="stop after N model turns")
+    parser.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+                        help="cost ceiling of the session in USD: no model call once it cannot be shown to be under it")
     parser.add_argument("-c", "--continue", action="store_true", dest="continue_latest",
                         help="resume the most recent session of this workspace")
     parser.add_argument("-r", "--resume", metavar="ID", nargs="?", const="",
@@ -104,7 +116,7 @@ def _dispatch(args: argparse.Namespace, env: Env) -> int:
 
     options = Options(model=args.model, permission_mode=args.permission_mode, session_dir=args.session_dir,
                       allow=tuple(args.allow), deny=tuple(args.deny), continue_latest=args.continue_latest,
-                      resume=args.resume, max_turns=args.max_turns)
+                      resume=args.resume, max_turns=args.max_turns, max_cost=args.max_cost)
     if args.print_mode:
         from khaelor import printmode
 

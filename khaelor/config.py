@@ -128,6 +128,8 @@ class Config:
     """Price entries by model id that replace or add to the built-in table."""
     session_dir: Path | None = None
     """Where sessions are stored; None means under the data root."""
+    max_cost: float | None = None
+    """Cost ceiling of a session in USD; no new model call is made once it cannot be shown to be under it."""
     sources: list[Path] = field(default_factory=list)
     """The config files found and loaded, in merge order (not a setting)."""
 
@@ -371,6 +373,7 @@ _CHECKS: dict[str, Callable] = {
     "api.timeout": _number(above=0),
     "pricing": _prices,
     "session_dir": _path,
+    "max_cost": _number(above=0),
 }
 _ACCUMULATED = {"permissions.allow", "permissions.ask", "permissions.deny"}
 _REPLACED_PER_ENTRY = {"pricing"}

@@ -133,20 +133,6 @@ def prompt_tokens(usage: Mapping) -> int:
     return _count(usage, "input_tokens") + _count(usage, "cache_read_input_tokens") + sum(_cache_writes(usage))
 
 
-def session_cost_nanos(usage_records: list[dict], overrides: Mapping | None = None) -> int | None:
-    """Total cost of journaled `usage` records, each priced at its own time; None if any price is unknown."""
-    table = PriceTable.load(overrides)
-    total = 0
-    for record in usage_records:
-        usage = record.get("usage") or {}
-        at = datetime.fromisoformat(record["ts"].replace("Z", "+00:00"))
-        rates = table.rates(record.get("model") or "", at, prompt_tokens(usage))
-        if rates is None:
-            return None
-        total += usage_cost_nanos(usage, rates)
-    return total
-
-
 def format_usd(nanos: int | None) -> str:
     """`$1.2346` (4 decimals, half up); tiny non-zero amounts keep 2 significant digits; None is `n/a`."""
     if nanos is None:

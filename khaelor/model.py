@@ -81,7 +81,7 @@ class ModelClient:
         self._environ = environ
         self._policy = policy
         self._timeout = timeout
-        self._notice = notice
+        self.notice = notice
         self._on_text = on_text
         self._sleep = sleep
         self._client = None
@@ -98,6 +98,15 @@ class ModelClient:
                 timeout=self._timeout,
             )
         return self._client
+
+    def count_tokens(self, **body) -> int | None:
+        """The API's token count for a request body, or None when it cannot be had (never an estimate)."""
+        import anthropic
+
+        try:
+            return self.client().messages.count_tokens(**body).input_tokens
+        except (anthropic.AnthropicError, MissingCredentials):
+            return None
 
     def send(self, request: dict, record: Callable[..., dict], operation: str) -> Reply:
         """One model reply for `request`, retrying within the policy; journals via `record`."""
@@ -132,7 +141,7 @@ class ModelClient:
             return
         delay = self._policy.delay(number, failure.delay)
         record("retry", attempt=attempt, reason=failure.reason, delay=round(delay, 3))
-        self._notice(f"retrying in {delay:.0f}s ({failure.reason})" if delay >= 1 else f"retrying ({failure.reason})")
+        self.notice(f"retrying in {delay:.0f}s ({failure.reason})" if delay >= 1 else f"retrying ({failure.reason})")
         self._sleep(delay)
 
     def _attempt(self, request: dict) -> Reply:

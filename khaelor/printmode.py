@@ -12,7 +12,7 @@ import json
 import sys
 from dataclasses import dataclass
 
-from khaelor import cost
+from khaelor import cost, ledger
 from khaelor.agent import Outcome
 from khaelor.env import Env
 from khaelor.errors import Cancelled, ExitStatus, KhaelorError, UsageError
@@ -91,7 +91,7 @@ def _run_turn(runtime: Runtime, prompt: str) -> tuple[Outcome, int]:
         return Outcome(f"interrupted by {name}", "cancelled", True, 0), status
     except KhaelorError as exc:
         runtime.session.record("error", message=exc.message)
-        return Outcome(exc.message, "error", True, 0), ExitStatus.ERROR
+        return Outcome(exc.message, getattr(exc, "stop_reason", "error"), True, 0), ExitStatus.ERROR
     runtime.session.record("turn_end", stop_reason=outcome.stop_reason, is_error=outcome.is_error, turns=outcome.turns)
     return outcome, ExitStatus.ERROR if outcome.is_error else ExitStatus.SUCCESS
 
@@ -99,15 +99,16 @@ def _run_turn(runtime: Runtime, prompt: str) -> tuple[Outcome, int]:
 def result_object(runtime: Runtime, outcome: Outcome) -> dict:
     """The §2 JSON result of a print-mode run."""
     state = runtime.session.state
-    nanos = cost.session_cost_nanos(state.usage, runtime.config.pricing)
+    spent = ledger.build(state.usage, state.uncertain, runtime.config.pricing)
     return {
         "type": "result",
         "result": outcome.text,
         "session_id": runtime.session.id,
         "num_turns": outcome.turns,
         "usage": state.usage_totals(),
-        "cost_usd": None if nanos is None else cost.nanos_to_usd(nanos),
-        "usage_uncertain_attempts": len(state.uncertain),
+        "cost_usd": None if spent.unpriced_models else cost.nanos_to_usd(spent.total.nanos),
+        "usage_uncertain_attempts": spent.uncertain,
+        "cost": ledger.as_json(spent),
         "is_error": outcome.is_error,
         "stop_reason": outcome.stop_reason,
         "permission_denials": outcome.denials,

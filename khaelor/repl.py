@@ -17,8 +17,7 @@ import os
 import threading
 from pathlib import Path
 
-from khaelor import __version__, metadata
-from khaelor import cost
+from khaelor import __version__, compaction, context, ledger, metadata
 from khaelor.config import Config, load_config
 from khaelor.display import RecordView
 from khaelor.env import Env
@@ -28,7 +27,7 @@ from khaelor.model import CREDENTIAL_HINT, credentials, MissingCredentials
 from khaelor.output import Output, StreamSanitizer
 from khaelor.picker import Item, PickerState
 from khaelor.runtime import Options, Runtime, make_store, start, workspace_of
-from khaelor.status import Status, context_fraction, git_branch
+from khaelor.status import Status, context_fraction, context_window, git_branch
 from khaelor.store import workspace_key
 
 PROMPT = "❯ "
@@ -204,9 +203,9 @@ class Repl(cmd.Cmd):
             return Status(self.options.model or self.config.model, None, 0, 0, git_branch(self.workspace))
         state = runtime.session.state
         model = runtime.agent.settings.model
-        nanos = cost.session_cost_nanos(state.usage, self.config.pricing)
-        return Status(model, context_fraction(state.usage, model), nanos, len(state.uncertain),
-                      git_branch(self.workspace))
+        spent = ledger.build(state.usage, state.uncertain, self.config.pricing)
+        return Status(model, context_fraction(state.last_turn_usage, model),
+                      None if spent.unpriced_models else spent.total.nanos, spent.uncertain, git_branch(self.workspace))
 
     def toolbar(self) -> str:
         return self._status
@@ -321,6 +320,46 @@ class Repl(cmd.Cmd):
             self.runtime.session.add_entry("model", model=arg)
         self.out.message(f"model: {arg}", "dim")
         self._refresh_status()
+
+    def do_cost(self, arg: str) -> None:
+        """/cost — usage and cost of this session: totals, per model, per operation, cache hit rate"""
+        if self.runtime is None:
+            self.out.message("no usage yet", "dim")
+            return
+        state = self.runtime.session.state
+        for line in ledger.report(ledger.build(state.usage, state.uncertain, self.config.pricing)):
+            self.out.message(line)
+
+    def do_compact(self, arg: str) -> None:
+        """/compact [INSTRUCTIONS] — replace the older conversation by a checkpoint now (instructions steer it)"""
+        if self.runtime is None:
+            self.out.message("nothing to compact yet", "dim")
+            return
+        try:
+            self.runtime.agent.compact(arg, reason="requested")
+        except (KeyboardInterrupt, Cancelled):
+            self.runtime.session.record("cancel", signal="SIGINT")
+            self.out.message("⏹ compaction cancelled; nothing was compacted", "yellow")
+            return
+        except compaction.CompactionFailed as exc:
+            self.out.error(exc.message)
+            return
+        self.out.message("compacted: the context is now the checkpoint, its evidence and your latest request", "dim")
+        self._refresh_status()
+
+    def do_context(self, arg: str) -> None:
+        """/context — the checkpoint (if any) and where the context window goes, counted by the API"""
+        runtime = self._attach()
+        agent, state = runtime.agent, runtime.session.state
+        live = state.live_entries()
+        checkpoint = live[0]["message"] if live and live[0].get("kind") == "compaction" else None
+        if checkpoint:
+            self.out.message(checkpoint["content"][0]["text"])
+        model = agent.settings.model
+        rows = context.budget(agent.client, model, agent.settings.system, agent.definitions, state.messages(),
+                              checkpoint)
+        for line in context.render(rows, context_window(model)):
+            self.out.message(line)
 
     def do_permissions(self, arg: str) -> None:
         """/permissions — show the permission mode and rules, with where each rule comes from"""

@@ -18,6 +18,7 @@ from khaelor.config import Config, load_config
 from khaelor.env import Env
 from khaelor.errors import Cancelled, UsageError
 from khaelor.journal import private_dir, timestamp
+from khaelor.ledger import usd_to_nanos
 from khaelor.model import ModelClient, RetryPolicy
 from khaelor.permissions import Policy
 from khaelor.prompt import environment_facts, memory_files, system_text
@@ -39,11 +40,12 @@ class Options:
     continue_latest: bool = False
     resume: str | None = None
     max_turns: int | None = None
+    max_cost: float | None = None
 
     def overrides(self) -> dict:
         """The options that override configuration, in config shape."""
         result: dict = {}
-        for key in ("model", "permission_mode", "session_dir"):
+        for key in ("model", "permission_mode", "session_dir", "max_cost"):
             if getattr(self, key) is not None:
                 result[key] = getattr(self, key)
         rules = {kind: list(getattr(self, kind)) for kind in ("allow", "deny") if getattr(self, kind)}
@@ -141,7 +143,9 @@ def start(env: Env, options: Options, notice: Callable[[str], None], ask=None,
             session.add_entry("model", model=model)
         client = ModelClient(env.environ, RetryPolicy(config.api.max_attempts, config.api.initial_backoff,
                                                       config.api.max_backoff), config.api.timeout, notice, on_text)
-        settings = Settings(model, config.max_tokens, session.state.header["system"], options.max_turns)
+        settings = Settings(model, config.max_tokens, session.state.header["system"], options.max_turns,
+                            config.context.auto_compact_at,
+                            None if config.max_cost is None else usd_to_nanos(config.max_cost), config.pricing)
         ctx = tool_context(session, store, config)
         agent = Agent(session, client, ctx, policy_for(config, session.workspace), settings, all_tools(), ask)
     except BaseException:

@@ -52,6 +52,8 @@ class SessionState:
     open_requests: dict[str, dict] = field(default_factory=dict)
     calls: dict[str, ToolCallState] = field(default_factory=dict)
     processes: dict[str, dict] = field(default_factory=dict)
+    last_turn_usage: dict | None = None
+    """Usage of the latest reply in the current context (none yet after a compaction)."""
     closed: bool = False
     records: int = 0
 
@@ -84,19 +86,20 @@ class SessionState:
         chain.reverse()
         return chain
 
+    def live_entries(self) -> list[dict]:
+        """The entries that make up the context: after a compaction, its checkpoint, kept tail and what follows."""
+        branch = self.branch()
+        for index in range(len(branch) - 1, -1, -1):
+            entry = branch[index]
+            if entry.get("kind") == "compaction":
+                ids = [e["id"] for e in branch[:index]]
+                start = ids.index(entry["boundary"]) if entry.get("boundary") in ids else index
+                return [entry] + branch[start:index] + branch[index + 1:]
+        return branch
+
     def messages(self) -> list[dict]:
-        """The selected branch as API messages, consecutive same-role turns merged."""
-        merged: list[dict] = []
-        for entry in self.branch():
-            message = entry.get("message")
-            if not message:
-                continue
-            content = _as_blocks(message["content"])
-            if merged and merged[-1]["role"] == message["role"]:
-                merged[-1]["content"] = merged[-1]["content"] + content
-            else:
-                merged.append({"role": message["role"], "content": content})
-        return merged
+        """The context as API messages, consecutive same-role turns merged."""
+        return merge_messages([entry["message"] for entry in self.live_entries() if entry.get("message")])
 
     def unanswered_calls(self) -> list[ToolCallState]:
         """Tool calls of the head assistant message that have no results entry yet."""
@@ -118,6 +121,18 @@ class SessionState:
         return totals
 
 
+def merge_messages(messages: list[dict]) -> list[dict]:
+    """Messages with consecutive same-role turns merged into one, as the API wants them."""
+    merged: list[dict] = []
+    for message in messages:
+        content = _as_blocks(message["content"])
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1]["content"] = merged[-1]["content"] + content
+        else:
+            merged.append({"role": message["role"], "content": content})
+    return merged
+
+
 def _as_blocks(content) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -129,6 +144,8 @@ def _on_entry(state: SessionState, record: dict) -> None:
     state.head = record["id"]
     if record.get("kind") == "model":
         state.model = record["model"]
+    elif record.get("kind") == "compaction":
+        state.last_turn_usage = None
 
 
 def _on_head(state: SessionState, record: dict) -> None:
@@ -167,6 +184,8 @@ def _on_request_outcome(state: SessionState, record: dict) -> None:
     state.open_requests.pop(record.get("attempt"), None)
     if record["type"] == "usage":
         state.usage.append(record)
+        if record.get("operation") != "compaction":
+            state.last_turn_usage = record
     elif record["type"] == "usage_uncertainty":
         state.uncertain.append(record)
 

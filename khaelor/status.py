@@ -60,12 +60,12 @@ def context_window(model: str) -> int | None:
     return CONTEXT_WINDOWS.get(base)
 
 
-def context_fraction(usage_records: list[dict], model: str) -> float | None:
-    """Share of the window the last reply used, from its real usage."""
+def context_fraction(usage_record: dict | None, model: str) -> float | None:
+    """Share of the window the context used at the last reply, from its real usage."""
     window = context_window(model)
-    if not usage_records or not window:
+    if not usage_record or not window:
         return None
-    usage = usage_records[-1].get("usage") or {}
+    usage = usage_record.get("usage") or {}
     used = cost.prompt_tokens(usage) + (usage.get("output_tokens") or 0)
     return used / window
 

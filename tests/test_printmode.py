@@ -250,8 +250,9 @@ def test_memory_files_and_facts_are_in_a_system_prompt_fixed_for_the_session(fak
     assert f"workspace: {sub}" in system and "changed later" not in system
 
 
-def test_context_window_exceeded_is_an_error(fake_api, workspace):
-    fake_api.script(reply(text("cut"), stop_reason="model_context_window_exceeded"))
+def test_context_window_exceeded_is_an_error_when_compaction_cannot_help(fake_api, workspace):
+    fake_api.script(reply(text("cut"), stop_reason="model_context_window_exceeded"),
+                    reply(text("not a checkpoint")), reply(text("still not one")))
     done = run_khaelor(["-p", "big", "--output-format", "json"], workspace, fake_api)
     assert done.returncode == 1
     result = json.loads(done.stdout)
