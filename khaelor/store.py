@@ -95,20 +95,44 @@ class Store:
             os.rename(sidecar, folder / f"{log.stem}.json")
         return target
 
+    def restore(self, trashed: Path) -> Path:
+        """Move a trashed log and its sidecar back into its workspace folder."""
+        folder = trashed.parent.parent
+        target = folder / trashed.name
+        if target.exists():
+            raise UsageError(f"{trashed.stem} already exists outside the trash")
+        sidecar = trashed.parent / f"{trashed.stem}.json"
+        os.rename(trashed, target)
+        if sidecar.exists():
+            os.rename(sidecar, private_dir(folder / ".metadata") / sidecar.name)
+        return target
+
     def find(self, workspace: Path, prefix: str) -> Path:
         """The session whose id starts with `prefix`: this workspace first, then all."""
-        prefix = prefix.strip()
-        if not prefix or "/" in prefix or prefix.startswith("."):
-            raise UsageError(f"not a session id: {prefix!r}")
-        for logs in (self.sessions_of(workspace), self.all_sessions()):
-            matches = [log for log in logs if log.stem.startswith(prefix)]
-            if len(matches) == 1:
-                return matches[0]
-            if len(matches) > 1:
-                shown = ", ".join(log.stem for log in matches[:5])
-                more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-                raise UsageError(f"session id prefix {prefix!r} is ambiguous: {shown}{more}")
-        raise UsageError(f"no session matches {prefix!r}", hint="list sessions in the store to find its id")
+        return _unique(prefix, (self.sessions_of(workspace), self.all_sessions()), "session")
+
+    def find_in_trash(self, workspace: Path, prefix: str) -> Path:
+        """The trashed session whose id starts with `prefix`: this workspace's trash first, then all."""
+        here = _logs_in(self.workspace_dir(workspace) / ".trash")
+        everywhere = [log for folder in (self.root.iterdir() if self.root.is_dir() else ()) if folder.is_dir()
+                      for log in _logs_in(folder / ".trash")]
+        return _unique(prefix, (here, everywhere), "trashed session")
+
+
+def _unique(prefix: str, groups: tuple[list[Path], ...], what: str) -> Path:
+    """The one log of the first group with a log named `prefix…`; clear errors when none or several."""
+    prefix = prefix.strip()
+    if not prefix or "/" in prefix or prefix.startswith("."):
+        raise UsageError(f"not a session id: {prefix!r}")
+    for logs in groups:
+        matches = [log for log in logs if log.stem.startswith(prefix)]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            shown = ", ".join(log.stem for log in matches[:5])
+            more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+            raise UsageError(f"{what} id prefix {prefix!r} is ambiguous: {shown}{more}")
+    raise UsageError(f"no {what} matches {prefix!r}", hint="list sessions in the store to find its id")
 
 
 def _logs_in(folder: Path) -> list[Path]:
