@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -267,6 +268,16 @@ def _lock(log_path: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
+
+
+@contextmanager
+def exclusive(log_path: Path):
+    """Hold a session's lock without opening its log (for commands that move or repair it)."""
+    fd = _lock(log_path)
+    try:
+        yield
+    finally:
+        _unlock(fd)
 
 
 def _unlock(fd: int) -> None:

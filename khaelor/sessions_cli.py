@@ -13,13 +13,13 @@ import argparse
 import json
 import os
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from khaelor.env import Env
 from khaelor.errors import ExitStatus, UsageError
+from khaelor.journal import exclusive
 
 
 @dataclass
@@ -284,7 +284,7 @@ def id_argument(parser: argparse.ArgumentParser) -> None:
 
 def run_delete(args: argparse.Namespace, ctx: Context) -> int:
     log = ctx.find(args.id)
-    with _exclusive(log):
+    with exclusive(log):
         trashed = ctx.store().trash(log)
     ctx.say(f"{log.stem} moved to the trash: {trashed} (khaelor sessions restore {log.stem} brings it back)")
     return ExitStatus.SUCCESS
@@ -299,7 +299,7 @@ def run_restore(args: argparse.Namespace, ctx: Context) -> int:
 
 def run_repair(args: argparse.Namespace, ctx: Context) -> int:
     log = ctx.find(args.id)
-    with _exclusive(log):
+    with exclusive(log):
         ctx.say(_repair(log))
     return ExitStatus.SUCCESS
 
@@ -331,19 +331,6 @@ def _repair(log: Path) -> str:
         os.fsync(handle.fileno())
     return (f"{log.stem}: removed an interrupted final append ({torn} bytes at byte {contents.torn_offset}); "
             f"backup: {backup}")
-
-
-@contextmanager
-def _exclusive(log: Path):
-    """Hold the session's journal lock meanwhile; SessionInUse ("in use by pid N") when another process has it."""
-    from khaelor import journal
-
-    # journal.py has no public lock-only entry point; Journal.open would also read and heal the log.
-    fd = journal._lock(log)
-    try:
-        yield
-    finally:
-        journal._unlock(fd)
 
 
 COMMANDS: tuple[Command, ...] = (
