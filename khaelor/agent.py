@@ -16,9 +16,10 @@ from khaelor import compaction, ledger
 from khaelor.errors import KhaelorError
 from khaelor.ledger import ceiling_refusal
 from khaelor.model import ModelClient, Reply
+from khaelor.asking import Answer, Question, answered, unattended
 from khaelor.permissions import Decision, Policy, ToolCall, decide
 from khaelor.prompt import build_request
-from khaelor.session import Session, tool_result_block
+from khaelor.session import Session, ToolCallState, tool_result_block
 from khaelor.status import context_fraction
 from khaelor.tools import get_tool
 from khaelor.tools.base import ToolContext, ToolError
@@ -70,10 +71,17 @@ class ToolWatcher(Protocol):
 
 
 class Agent:
-    """Runs turns of one session."""
+    """Runs turns of one session.
+
+    `ask(question) -> Answer | None` answers permission questions (the REPL's
+    prompt); without it (print mode) every ask becomes a denial naming the
+    `--allow` rule. A `permission_request` is journaled before asking, so a
+    question pending when the process dies is asked again on resume
+    (`resume_pending`); no answer (None, EOFError) denies.
+    """
 
     def __init__(self, session: Session, client: ModelClient, ctx: ToolContext, policy: Policy,
-                 settings: Settings, tools: tuple, ask: Callable[[ToolCall, Decision], Decision] | None = None):
+                 settings: Settings, tools: tuple, ask: Callable[[Question], Answer | None] | None = None):
         self.session = session
         self.client = client
         self.ctx = ctx
@@ -83,15 +91,21 @@ class Agent:
         self.ask = ask
         self.definitions = [tool.definition() for tool in tools]
         self.watchers: list[ToolWatcher] = []
+        self._carried: list[dict] = []
 
-    def run(self, prompt: str) -> Outcome:
-        """Carry out one request from the person until the model ends its turn or a limit stops it."""
+    def run(self, prompt: str, operation: str = "turn") -> Outcome:
+        """Carry out one request until the model ends its turn or a limit stops it.
+
+        `operation` tags the usage of every model call of the turn ("turn", or
+        "goal" for an automatic continuation).
+        """
         self.session.add_entry("user", {"role": "user", "content": [{"type": "text", "text": prompt}]})
-        turns, denials, overflowed = 0, [], False
+        turns, denials, overflowed = 0, self._carried, False
+        self._carried = []
         while True:
             if self.settings.max_turns is not None and turns >= self.settings.max_turns:
                 return Outcome(f"stopped after {turns} model turns (--max-turns)", "max_turns", True, turns, denials)
-            reply = self._reply()
+            reply = self._reply(operation)
             turns += 1
             if reply.stop_reason == "model_context_window_exceeded" and not overflowed:
                 overflowed = True
@@ -108,11 +122,11 @@ class Agent:
             else:
                 return self._failed_stop(reply, turns, denials)
 
-    def _reply(self) -> Reply:
+    def _reply(self, operation: str) -> Reply:
         pressure = context_fraction(self.session.state.last_turn_usage, self.settings.model)
         if pressure is not None and pressure >= self.settings.auto_compact_at:
             self._compact_or_notice(f"context at {pressure:.0%}")
-        return self._send(self.session.state.messages(), "turn")
+        return self._send(self.session.state.messages(), operation)
 
     def _compact_or_notice(self, reason: str) -> bool:
         """Compact automatically; a failure is announced and leaves the context as it was."""
@@ -187,15 +201,30 @@ class Agent:
 
     def _run_one(self, use: dict) -> tuple[str, bool, dict | None]:
         call_id, name, arguments = use["id"], use["name"], use.get("input")
+        self.session.record("tool_request", call_id=call_id, name=name, input=arguments)
+        call = ToolCall(name, arguments if isinstance(arguments, dict) else {})
+        return self._act(call_id, name, arguments, self._decide(call_id, call))
+
+    def resume_pending(self, call: ToolCallState) -> str:
+        """Ask again a permission request a dead run left unanswered; the call runs only if it is now allowed."""
+        arguments = call.input if isinstance(call.input, dict) else {}
+        decision = self._decide(call.call_id, ToolCall(call.name, arguments))
+        _, _, denial = self._act(call.call_id, call.name, call.input, decision)
+        if denial:
+            self._carried.append(denial)
+        outcome = "allowed, and it ran" if denial is None else f"denied: {decision.reason}"
+        return f"the permission request of the previous run for {call.name} was asked again — {outcome}"
+
+    def _act(self, call_id: str, name: str, arguments, decision: Decision) -> tuple[str, bool, dict | None]:
+        """Journal the decision, then run the call or report its denial."""
         record = self.session.record
-        record("tool_request", call_id=call_id, name=name, input=arguments)
-        decision = self._decide(ToolCall(name, arguments if isinstance(arguments, dict) else {}))
         record("permission", call_id=call_id, **decision.as_record())
         if decision.verdict != "allow":
             content = f"Permission denied: {decision.reason}"
             record("tool_result", call_id=call_id, is_error=True, content=content)
             return content, True, {"tool": name, "input": arguments, "reason": decision.reason,
-                                   "suggestion": _suggest(name)}
+                                   "rule": decision.rule, "source": decision.source,
+                                   "allow": list(decision.suggestions)}
         record("tool_start", call_id=call_id)
         started = time.monotonic()
         for watcher in self.watchers:
@@ -209,14 +238,22 @@ class Agent:
                duration_ms=int((time.monotonic() - started) * 1000))
         return content, is_error, None
 
-    def _decide(self, call: ToolCall) -> Decision:
-        decision = decide(call, self.policy)
+    def _decide(self, call_id: str, call: ToolCall) -> Decision:
+        """The engine's decision; an ask is put to the person, journaled first so a crash cannot lose it."""
+        policy = self.policy.with_grants(self.session.state.grants)
+        decision = decide(call, policy)
         if decision.verdict != "ask":
             return decision
         if self.ask is None:
-            return Decision("deny", f"{decision.reason}; print mode never prompts — rerun with "
-                                    f"--allow {_suggest(call.tool)}", decision.rule, "print-mode-default")
-        return self.ask(call, decision)
+            return unattended(decision)
+        question = Question(call_id, call.tool, call.input, decision.subject, decision.reason, decision.suggestions)
+        if call_id not in self.session.state.pending:
+            self.session.record("permission_request", **question.as_record())
+        try:
+            answer = self.ask(question)
+        except EOFError:
+            answer = None
+        return answered(question, answer, policy.workspace)
 
     def _execute(self, call_id: str, name: str, arguments) -> tuple[str, bool]:
         tool = get_tool(name)
@@ -246,10 +283,6 @@ class Agent:
 
 def _signal_name(exc: BaseException) -> str:
     return getattr(exc, "signal_name", "SIGINT" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
-
-
-def _suggest(tool: str) -> str:
-    return f"'{tool}'"
 
 
 def _text(reply: Reply) -> str:

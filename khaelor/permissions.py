@@ -152,7 +152,7 @@ class Policy:
         self.workspace, self.fold_case = self.places.workspace, self.places.fold
         self.rules = {verdict: [self._compile(rule, verdict) for rule in getattr(self, verdict)]
                       for verdict in ("deny", "ask", "allow")}
-        self.rules["allow"] += [c for c in map(self._grant, self.grants) if c is not None]
+        self.rules["allow"] += [c for c in map(self.compile_grant, self.grants) if c is not None]
         self.guards = [c for c in self.rules["deny"] + self.rules["ask"] if c.path is not None]
 
     def with_grants(self, grants: Iterable[str]) -> "Policy":
@@ -160,7 +160,8 @@ class Policy:
         grants = tuple(grants)
         return self if grants == self.grants else replace(self, grants=grants)
 
-    def _grant(self, text: str) -> _Compiled | None:
+    def compile_grant(self, text: str) -> _Compiled | None:
+        """A session grant's rule, compiled; None when the text is not a valid rule."""
         tool, colon, pattern = str(text).partition(":")
         rule = Rule(tool.strip(), pattern.strip() if colon and pattern.strip() else None, "session", "session grant")
         try:

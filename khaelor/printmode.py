@@ -10,9 +10,9 @@ interrupted.
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from khaelor import cost, ledger
+from khaelor import cost, goal, ledger
 from khaelor.agent import Outcome
 from khaelor.env import Env
 from khaelor.errors import Cancelled, ExitStatus, KhaelorError, UsageError
@@ -30,9 +30,10 @@ class PrintRequest:
     prompt: str | None
     output_format: str
     options: Options
+    goal: str | None = None
 
 
-def read_prompt(env: Env, argument: str | None) -> str:
+def read_prompt(env: Env, argument: str | None, optional: bool = False) -> str:
     """The prompt from the argument and/or piped stdin (appended), bounded."""
     parts = [argument] if argument else []
     if not env.stdin_is_tty():
@@ -40,7 +41,7 @@ def read_prompt(env: Env, argument: str | None) -> str:
         if piped.strip():
             parts.append(piped)
     prompt = "\n\n".join(parts).strip()
-    if not prompt:
+    if not prompt and not optional:
         raise UsageError("no prompt: give it as an argument or on standard input", hint="khaelor -p 'fix the failing test'")
     return prompt
 
@@ -62,7 +63,7 @@ def _read_stdin(env: Env) -> str:
 
 def run(request: PrintRequest, env: Env) -> int:
     """Run print mode; returns the exit status."""
-    prompt = read_prompt(env, request.prompt)
+    prompt = read_prompt(env, request.prompt, optional=bool(request.goal))
     credentials(env.environ)
     streaming = request.output_format == "stream-json"
     runtime = start(env, request.options, notice=lambda line: _stderr(env, line))
@@ -72,7 +73,10 @@ def run(request: PrintRequest, env: Env) -> int:
         _stderr(env, note)
     restore = raise_on_sigterm()
     try:
-        outcome, status = _run_turn(runtime, prompt)
+        if request.goal:
+            outcome, status = _pursue_goal(runtime, request.goal, prompt)
+        else:
+            outcome, status = _run_turn(runtime, prompt)
     finally:
         restore()
         runtime.close()
@@ -80,10 +84,35 @@ def run(request: PrintRequest, env: Env) -> int:
     return status
 
 
-def _run_turn(runtime: Runtime, prompt: str) -> tuple[Outcome, int]:
+def _pursue_goal(runtime: Runtime, objective: str, prompt: str) -> tuple[Outcome, int]:
+    """Work toward a goal: the first request, then continuations until it is complete, blocked or out of budget.
+
+    --max-turns bounds the model turns of the whole run, --max-cost its money.
+    """
+    log, settings = runtime.session.path, runtime.agent.settings
+    limit = settings.max_turns
+    goal.save(log, goal.Goal(objective, budget=runtime.config.goal.budget))
+    outcome, status = _run_turn(runtime, prompt or objective)
+    turns, denials = outcome.turns, list(outcome.denials)
+    while status == ExitStatus.SUCCESS and goal.after_turn(log, outcome.text).wants_continuation:
+        if limit is not None and turns >= limit:
+            text = f"stopped after {turns} model turns (--max-turns)"
+            return Outcome(text, "max_turns", True, turns, denials), ExitStatus.ERROR
+        settings.max_turns = None if limit is None else limit - turns
+        outcome, status = _run_turn(runtime, goal.take_continuation(log), "goal")
+        turns, denials = turns + outcome.turns, denials + outcome.denials
+    if status != ExitStatus.SUCCESS:
+        return Outcome(outcome.text, outcome.stop_reason, True, turns, denials), status
+    final = goal.load(log)
+    done = final.state == "complete"
+    text = outcome.text if done else f"{outcome.text}\n\n[{final.describe()}]"
+    return Outcome(text, f"goal_{final.state}", not done, turns, denials), ExitStatus.SUCCESS if done else ExitStatus.ERROR
+
+
+def _run_turn(runtime: Runtime, prompt: str, operation: str = "turn") -> tuple[Outcome, int]:
     agent = runtime.agent
     try:
-        outcome = agent.run(prompt)
+        outcome = agent.run(prompt, operation=operation)
     except (KeyboardInterrupt, Cancelled) as exc:
         name = getattr(exc, "signal_name", "SIGINT")
         runtime.session.record("cancel", signal=name)
@@ -112,15 +141,24 @@ def result_object(runtime: Runtime, outcome: Outcome) -> dict:
         "is_error": outcome.is_error,
         "stop_reason": outcome.stop_reason,
         "permission_denials": outcome.denials,
+        "goal": _goal_json(runtime),
     }
 
 
+def _goal_json(runtime: Runtime) -> dict | None:
+    try:
+        current = goal.load(runtime.session.path)
+    except goal.GoalStoreError:
+        return None
+    return asdict(current) if current else None
+
+
 def _report(env: Env, output_format: str, runtime: Runtime, outcome: Outcome) -> None:
+    for denial in outcome.denials:
+        _stderr(env, f"khaelor: denied {denial['tool']}: {denial['reason']}")
     if output_format == "text":
         if outcome.is_error:
             _stderr(env, f"khaelor: {outcome.text}")
-            for denial in outcome.denials:
-                _stderr(env, f"khaelor: denied {denial['tool']}: rerun with --allow {denial['suggestion']} to permit it")
         else:
             env.stdout.write(outcome.text.rstrip("\n") + "\n")
     else:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from khaelor import __version__
+from khaelor import __version__, attribution, goal
 from khaelor.agent import Agent, Settings
 from khaelor.config import Config, load_config
 from khaelor.env import Env
@@ -20,6 +20,7 @@ from khaelor.errors import Cancelled, UsageError
 from khaelor.journal import private_dir, timestamp
 from khaelor.ledger import usd_to_nanos
 from khaelor.model import ModelClient, RetryPolicy
+from khaelor.asking import Answer, Question
 from khaelor.permissions import Policy
 from khaelor.prompt import environment_facts, memory_files, system_text
 from khaelor.session import Session
@@ -104,9 +105,11 @@ def tool_context(session: Session, store: Store, config: Config) -> ToolContext:
     )
 
 
-def policy_for(config: Config, workspace: Path) -> Policy:
-    rules = config.permissions
-    return Policy(config.permission_mode, workspace, list(rules.allow), list(rules.ask), list(rules.deny))
+def policy_for(config: Config, workspace: Path, env: Env | None = None) -> Policy:
+    """The session's permission policy; ConfigError names an invalid rule's file and line."""
+    rules, home = config.permissions, env.environ.get("HOME") if env else None
+    return Policy(config.permission_mode, workspace, list(rules.allow), list(rules.ask), list(rules.deny),
+                  home=Path(home) if home else None, data_root=env.home if env else None)
 
 
 @dataclass
@@ -128,30 +131,49 @@ class Runtime:
             self.session.journal.close()
 
 
-def start(env: Env, options: Options, notice: Callable[[str], None], ask=None,
+def start(env: Env, options: Options, notice: Callable[[str], None],
+          ask: Callable[[Question], Answer | None] | None = None,
           on_text: Callable[[str], None] | None = None) -> Runtime:
-    """Load config, open the session and build its agent."""
+    """Load config, open the session and build its agent.
+
+    `ask` answers permission questions (see `Agent`); a question a dead run
+    left pending is put to it again here, before anything else runs.
+    """
     workspace = workspace_of(env)
     config = load_config(env, workspace, options.overrides())
+    policy = policy_for(config, workspace, env)
     store = make_store(env, config)
     private_dir(store.root)
     session = open_session(env, config, store, options, workspace)
     try:
-        recovered = session.recover()
         model = options.model or session.state.model or config.model
-        if model != session.state.model:
-            session.add_entry("model", model=model)
         client = ModelClient(env.environ, RetryPolicy(config.api.max_attempts, config.api.initial_backoff,
                                                       config.api.max_backoff), config.api.timeout, notice, on_text)
         settings = Settings(model, config.max_tokens, session.state.header["system"], options.max_turns,
                             config.context.auto_compact_at,
                             None if config.max_cost is None else usd_to_nanos(config.max_cost), config.pricing)
         ctx = tool_context(session, store, config)
-        agent = Agent(session, client, ctx, policy_for(config, session.workspace), settings, all_tools(), ask)
+        agent = Agent(session, client, ctx, policy, settings, all_tools(), ask)
+        agent.watchers.append(attribution.attach(session, store, env.environ))
+        interrupted = session.state.records > 0 and not session.state.closed
+        recovered = session.recover(reask=agent.resume_pending)
+        if interrupted:
+            recovered += _pause_goal(session)
+        if model != session.state.model:
+            session.add_entry("model", model=model)
     except BaseException:
         session.journal.close()
         raise
     return Runtime(env, config, session, agent, recovered)
+
+
+def _pause_goal(session: Session) -> list[str]:
+    """After an interrupted run an active goal waits for the person: no surprise continuation."""
+    try:
+        paused = goal.pause_after_interruption(session.path)
+    except goal.GoalStoreError as exc:
+        return [exc.message]
+    return [f"{paused.describe()}"] if paused is not None and paused.state == "paused" else []
 
 
 def raise_on_sigterm() -> Callable[[], None]:

@@ -6,9 +6,10 @@ the records read from disk, so the two cannot disagree.
 
 Owns: the entry graph and the head (the selected branch), the transcript of
 that branch as Messages API messages, the model, the file state (§6), usage
-and usage uncertainty (§8), tool calls and their progress, background
-processes started and not yet seen exiting, and whether the last run closed
-cleanly.
+and usage uncertainty (§8), tool calls and their progress, permission
+requests not yet answered and the rules granted for the session (§5),
+background processes started and not yet seen exiting, and whether the last
+run closed cleanly.
 """
 
 import secrets
@@ -24,6 +25,8 @@ INDETERMINATE = (
     "recorded. It was not run again. Check the current state before relying on its effects."
 )
 NOT_RUN = "Not run: the session ended before this call was executed."
+UNANSWERED = ("its permission request was never answered (the previous run ended while asking), "
+              "and silence is never consent")
 
 
 @dataclass
@@ -52,6 +55,10 @@ class SessionState:
     open_requests: dict[str, dict] = field(default_factory=dict)
     calls: dict[str, ToolCallState] = field(default_factory=dict)
     processes: dict[str, dict] = field(default_factory=dict)
+    pending: dict[str, dict] = field(default_factory=dict)
+    """Permission requests journaled and not yet answered, by call id."""
+    grants: list[str] = field(default_factory=list)
+    """Allow rules the person granted for this session ('this session' and 'always' answers)."""
     last_turn_usage: dict | None = None
     """Usage of the latest reply in the current context (none yet after a compaction)."""
     closed: bool = False
@@ -161,7 +168,22 @@ def _call(state: SessionState, record: dict) -> ToolCallState | None:
     return state.calls.get(record.get("call_id"))
 
 
+def _on_permission_request(state: SessionState, record: dict) -> None:
+    if record.get("call_id"):
+        state.pending[record["call_id"]] = record
+
+
+def _on_session_rule(state: SessionState, record: dict) -> None:
+    rule = str(record.get("rule", ""))
+    if record.get("action") == "remove":
+        state.grants = [grant for grant in state.grants if grant != rule]
+    elif rule not in state.grants:
+        state.grants.append(rule)
+
+
 def _on_permission(state: SessionState, record: dict) -> None:
+    state.pending.pop(record.get("call_id"), None)
+    state.grants.extend(str(rule) for rule in record.get("grants") or ())
     if call := _call(state, record):
         call.decision = record
 
@@ -172,6 +194,7 @@ def _on_tool_start(state: SessionState, record: dict) -> None:
 
 
 def _on_tool_result(state: SessionState, record: dict) -> None:
+    state.pending.pop(record.get("call_id"), None)
     if call := _call(state, record):
         call.result = record
 
@@ -203,7 +226,9 @@ _HANDLERS: dict[str, Callable[[SessionState, dict], None]] = {
     "entry": _on_entry,
     "head": _on_head,
     "tool_request": _on_tool_request,
+    "permission_request": _on_permission_request,
     "permission": _on_permission,
+    "session_rule": _on_session_rule,
     "tool_start": _on_tool_start,
     "tool_result": _on_tool_result,
     "request": _on_request,
@@ -263,12 +288,15 @@ class Session:
         self.record("entry", id=entry_id, parent=self.state.head, kind=kind, message=message, **fields)
         return entry_id
 
-    def recover(self) -> list[str]:
+    def recover(self, reask: Callable[[ToolCallState], str] | None = None) -> list[str]:
         """Settle what a dead run left open; returns one line per thing settled.
 
         Requests without an outcome become usage uncertainty; processes of the
-        dead run are marked gone; unanswered tool calls get results that say
-        exactly what is known — nothing is ever re-run.
+        dead run are marked gone; a permission request left unanswered is
+        asked again through `reask` (which journals the answer and runs the
+        call only if it is allowed), or denied without it; other unanswered
+        tool calls get results that say exactly what is known — nothing is
+        ever re-run.
         """
         notes = []
         for attempt, request in list(self.state.open_requests.items()):
@@ -280,10 +308,21 @@ class Session:
             notes.append(f"background process {proc_id} ({proc.get('command')}) belonged to the previous run; "
                          "it is no longer managed and will not be restarted")
         calls = self.state.unanswered_calls()
+        for call in calls:
+            if call.call_id in self.state.pending:
+                notes.append(reask(call) if reask else self._deny_unanswered(call))
+        missing = sum(call.result is None for call in calls)
         if calls:
             self.settle_calls(calls)
-            notes.append(f"{len(calls)} tool call(s) of the previous run had no result; marked without re-running")
+        if missing:
+            notes.append(f"{missing} tool call(s) of the previous run had no result; marked without re-running")
         return notes
+
+    def _deny_unanswered(self, call: ToolCallState) -> str:
+        self.record("permission", call_id=call.call_id, decision="deny", reason=UNANSWERED, rule=None,
+                    source="no-answer")
+        self.record("tool_result", call_id=call.call_id, is_error=True, content=f"Permission denied: {UNANSWERED}")
+        return f"the permission request of the previous run for {call.name} was denied: {UNANSWERED}"
 
     def settle_calls(self, calls: list[ToolCallState]) -> None:
         """Write the results entry for `calls`, synthesizing what the log lacks."""
