@@ -17,6 +17,11 @@ from khaelor.errors import ExitStatus, KhaelorError, UsageError
 
 DESCRIPTION = "KHAELOR: a terminal-native autonomous engineering agent."
 EPILOG = """\
+commands:
+  khaelor sessions list|inspect|rename|tag|delete|restore|repair|export|import|share|diff ...
+                                            manage stored sessions (khaelor sessions --help)
+  khaelor doctor                            check the installation, configuration and session store
+
 environment:
   ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN   credentials (the API key wins)
   ANTHROPIC_BASE_URL                        another Anthropic-compatible endpoint
@@ -60,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-turns", type=_positive_int, metavar="N", help="stop after N model turns")
     parser.add_argument("--max-cost", type=_positive_usd, metavar="USD",
                         help="cost ceiling of the session in USD: no model call once it cannot be shown to be under it")
+    parser.add_argument("--goal", metavar="OBJECTIVE",
+                        help="print mode: keep working toward OBJECTIVE until the model reports it complete or "
+                             "blocked, or the goal budget is spent")
     parser.add_argument("-c", "--continue", action="store_true", dest="continue_latest",
                         help="resume the most recent session of this workspace")
     parser.add_argument("-r", "--resume", metavar="ID", nargs="?", const="",
@@ -85,6 +93,10 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
             from khaelor import sessions_cli
 
             return sessions_cli.main(argv[1:], env)
+        if argv and argv[0] == "doctor":
+            from khaelor import doctor
+
+            return doctor.main(argv[1:], env)
         args = build_parser().parse_args(argv)
         return _dispatch(args, env)
     except KhaelorError as exc:
@@ -110,6 +122,8 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 def _dispatch(args: argparse.Namespace, env: Env) -> int:
     if args.continue_latest and args.resume is not None:
         raise UsageError("--continue and --resume cannot be used together")
+    if args.goal is not None and not args.print_mode:
+        raise UsageError("--goal is for print mode; in the REPL use /goal OBJECTIVE")
     if args.print_mode and args.resume == "":
         raise UsageError("print mode needs a session id after --resume", hint="khaelor -p -r ID 'next step'")
     from khaelor.runtime import Options
@@ -120,7 +134,7 @@ def _dispatch(args: argparse.Namespace, env: Env) -> int:
     if args.print_mode:
         from khaelor import printmode
 
-        return printmode.run(printmode.PrintRequest(args.prompt, args.output_format, options), env)
+        return printmode.run(printmode.PrintRequest(args.prompt, args.output_format, options, args.goal), env)
     from khaelor import repl
 
     return repl.run(env, options, args.prompt)

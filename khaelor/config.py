@@ -105,6 +105,16 @@ class ApiConfig:
 
 
 @dataclass
+class GoalConfig:
+    """Settings of the session goal."""
+
+    budget: int = 10
+    """Automatic continuations a new goal may use before it pauses."""
+    grace_seconds: float = 3.0
+    """Seconds between a settled turn and the automatic continuation (typing or Ctrl-C cancels it)."""
+
+
+@dataclass
 class Config:
     """Every setting of a KHAELOR run: defaults, then what the files and flags said."""
 
@@ -124,6 +134,8 @@ class Config:
     """Tool output bounds."""
     api: ApiConfig = field(default_factory=ApiConfig)
     """Model request settings."""
+    goal: GoalConfig = field(default_factory=GoalConfig)
+    """Session goal settings."""
     pricing: dict[str, ModelPrice] = field(default_factory=dict)
     """Price entries by model id that replace or add to the built-in table."""
     session_dir: Path | None = None
@@ -374,6 +386,8 @@ _CHECKS: dict[str, Callable] = {
     "pricing": _prices,
     "session_dir": _path,
     "max_cost": _number(above=0),
+    "goal.budget": _number(at_least=1, integer=True),
+    "goal.grace_seconds": _number(at_least=0),
 }
 _ACCUMULATED = {"permissions.allow", "permissions.ask", "permissions.deny"}
 _REPLACED_PER_ENTRY = {"pricing"}

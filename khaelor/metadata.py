@@ -34,15 +34,22 @@ def load(log: Path) -> dict:
 
 def save(log: Path, name: str | None, tags: list[str]) -> None:
     """Replace the sidecar with `name` and `tags`."""
-    path = sidecar(log)
+    write_private_json(sidecar(log), {"name": name, "tags": tags})
+
+
+def write_private_json(path: Path, data: dict) -> None:
+    """Replace `path` with `data` as JSON: owner-private, atomic (temporary file, fsync, rename)."""
     private_dir(path.parent)
     staging = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump({"name": name, "tags": tags}, handle, ensure_ascii=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, ensure_ascii=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(staging, path)
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 def title(log: Path) -> str:

@@ -7,6 +7,9 @@ only when a terminal is there to use it.
 """
 
 import os
+import select
+import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
@@ -32,6 +35,15 @@ class PlainReader:
     def ask(self, question: str) -> str | None:
         return self.read(question)
 
+    def wait_for_input(self, message: str, seconds: float) -> str | None:
+        """A line typed within `seconds`, or None when none came (or input has ended)."""
+        try:
+            ready, _, _ = select.select([self._stream], [], [], seconds)
+        except (TypeError, ValueError, OSError):
+            time.sleep(seconds)
+            return None
+        return self._stream.readline().rstrip("\n") or None if ready else None
+
 
 class ToolkitReader:
     """prompt_toolkit's PromptSession: history, completion, a bottom status line."""
@@ -39,7 +51,7 @@ class ToolkitReader:
     def __init__(self, history: Path | None, words: Callable[[str], Iterable[str]],
                  toolbar: Callable[[], object], pt_input=None, pt_output=None):
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
 
         bindings = KeyBindings()
@@ -54,7 +66,6 @@ class ToolkitReader:
             complete_while_typing=False, input=pt_input, output=pt_output,
             prompt_continuation=lambda width, line, wrap: CONTINUATION.rjust(width),
         )
-        self._plain = None
 
     def read(self, prompt: str) -> str | None:
         try:
@@ -77,6 +88,34 @@ class ToolkitReader:
                                         completer=None, default="")
         except (EOFError, KeyboardInterrupt):
             return None
+
+    def wait_for_input(self, message: str, seconds: float) -> str | None:
+        """What the person types during a grace period; None when the time ran out untouched.
+
+        Typing anything stops the clock: the line they finish becomes their
+        next request. Ctrl-C raises KeyboardInterrupt; end of input is no input.
+        """
+        app = self._session.app
+        timers = []
+
+        def expire():
+            if app.is_running and not app.current_buffer.text:
+                app.exit(result=None)
+
+        def pre_run():
+            loop = app.loop
+            timer = threading.Timer(seconds, lambda: loop.call_soon_threadsafe(expire) if not loop.is_closed() else None)
+            timer.daemon = True
+            timers.append(timer)
+            timer.start()
+
+        try:
+            return self._session.prompt(message, pre_run=pre_run)
+        except EOFError:
+            return None
+        finally:
+            for timer in timers:
+                timer.cancel()
 
     def pick(self, state):
         """Run the inline session picker on this reader's terminal."""

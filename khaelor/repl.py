@@ -17,14 +17,16 @@ import os
 import threading
 from pathlib import Path
 
-from khaelor import __version__, compaction, context, ledger, metadata
-from khaelor.config import Config, load_config
+from khaelor import __version__, compaction, context, goal, ledger, metadata
+from khaelor.asking import Answer, Question
+from khaelor.config import TOOLS, Config, load_config
 from khaelor.display import RecordView
 from khaelor.env import Env
 from khaelor.errors import Cancelled, KhaelorError, UsageError
 from khaelor.journal import read_last_record
 from khaelor.model import CREDENTIAL_HINT, credentials, MissingCredentials
 from khaelor.output import Output, StreamSanitizer
+from khaelor.permissions import BYPASS_BANNER
 from khaelor.picker import Item, PickerState
 from khaelor.runtime import Options, Runtime, make_store, start, workspace_of
 from khaelor.status import Status, context_fraction, context_window, git_branch
@@ -101,6 +103,7 @@ class Repl(cmd.Cmd):
             self._command(name, arg.strip())
         else:
             self.turn(text)
+            self._pursue_goal()
 
     def _command(self, name: str, arg: str) -> None:
         method = self._resolve(name)
@@ -131,21 +134,23 @@ class Repl(cmd.Cmd):
 
     # --- turns ----------------------------------------------------------------
 
-    def turn(self, text: str) -> None:
-        """Send a request to the agent and show what happens until it is done."""
+    def turn(self, text: str, operation: str = "turn") -> bool:
+        """Send a request to the agent and show what happens until it is done; True when the turn settled."""
         try:
             runtime = self._attach()
         except KhaelorError as exc:
             self.out.error(f"error: {exc.message}")
             if exc.hint:
                 self.out.warn(f"hint: {exc.hint}")
-            return
+            return False
+        settled = False
         try:
-            outcome = runtime.agent.run(text)
+            outcome = runtime.agent.run(text, operation=operation)
         except (KeyboardInterrupt, Cancelled):
             self._end_stream()
             runtime.session.record("cancel", signal="SIGINT")
             self.out.message("⏹ cancelled", "yellow")
+            self._set_goal_state("paused", "a turn was cancelled")
         except KhaelorError as exc:
             self._end_stream()
             runtime.session.record("error", message=exc.message)
@@ -156,7 +161,10 @@ class Repl(cmd.Cmd):
                                    turns=outcome.turns)
             if outcome.is_error:
                 self.out.error(outcome.text.rsplit("\n", 1)[-1])
+            else:
+                settled = self._goal_after_turn(outcome.text)
         self._refresh_status()
+        return settled
 
     def _attach(self, resume: str | None = None) -> Runtime:
         """The current runtime, or a new one: a fresh session, or the session `resume` names."""
@@ -165,7 +173,7 @@ class Repl(cmd.Cmd):
         if resume is None:
             credentials(self.env.environ)
         options = Options(**{**vars(self.options), "resume": resume})
-        runtime = start(self.env, options, notice=self.out.warn, ask=None, on_text=self._on_text)
+        runtime = start(self.env, options, notice=self.out.warn, ask=self._ask_permission, on_text=self._on_text)
         self._detach()
         self.runtime = runtime
         runtime.session.journal.listeners.append(self._on_record)
@@ -173,6 +181,25 @@ class Repl(cmd.Cmd):
             self.out.warn(note)
         self._set_title()
         return runtime
+
+    def _ask_permission(self, question: Question) -> Answer | None:
+        """The permission prompt: what, why, and once / session / always / deny — deny unless told otherwise."""
+        self._end_stream()
+        self.out.message(f"? {question.tool} wants: {question.subject}", "yellow")
+        self.out.message(f"  {question.reason}", "dim")
+        choices = {"once": "[o]nce", "session": "[s]ession", "always": "[a]lways", "deny": "[D]eny"}
+        if question.rules:
+            self.out.message("  session/always would allow: " + ", ".join(question.rules), "dim")
+        reply = self.reader.ask("  " + " · ".join(choices[s] for s in question.scopes) + " › ")
+        if reply is None:
+            return None
+        scope = {"o": "once", "s": "session", "a": "always"}.get(reply.strip().lower()[:1], "deny")
+        if scope not in question.scopes:
+            scope = "deny"
+        if scope == "deny":
+            message = self.reader.ask("  message to the model (optional) › ")
+            return Answer("deny", (message or "").strip())
+        return Answer(scope)
 
     def _detach(self) -> None:
         if self.runtime is not None:
@@ -228,6 +255,8 @@ class Repl(cmd.Cmd):
         except MissingCredentials:
             tail = f"no credentials — {CREDENTIAL_HINT}"
         self.out.message(f"khaelor {__version__} · {model} · {tail}", "dim")
+        if self.config.permission_mode == "bypass":
+            self.out.message(BYPASS_BANNER, "urgent")
         line = interrupted_line(self.store.latest(self.workspace), self.env.clock())
         if line:
             self.out.message(line, "dim")
@@ -321,6 +350,105 @@ class Repl(cmd.Cmd):
         self.out.message(f"model: {arg}", "dim")
         self._refresh_status()
 
+    def do_goal(self, arg: str) -> None:
+        """/goal OBJECTIVE | status | pause | resume | clear — a durable objective KHAELOR keeps working toward
+
+        While a goal is active, each settled turn is followed (after a short
+        pause that typing or Ctrl-C cancels) by a continuation request, until
+        the model says GOAL_COMPLETE or GOAL_BLOCKED: <reason>, or the goal's
+        budget of continuations is spent.
+        """
+        word = arg.strip()
+        runtime = self._attach()
+        log = runtime.session.path
+        current = goal.load(log)
+        if word in ("", "status"):
+            self.out.message(current.describe() if current else "no goal set")
+        elif word == "clear":
+            goal.save(log, None)
+            self.out.message("goal cleared", "dim")
+        elif word in ("pause", "resume"):
+            if current is None:
+                raise UsageError("no goal set")
+            current.state, current.reason = ("paused", "paused by you") if word == "pause" else ("active", "")
+            if word == "resume" and current.used >= current.budget:
+                current.budget = current.used + self.config.goal.budget
+            goal.save(log, current)
+            self.out.message(current.describe(), "dim")
+        else:
+            goal.save(log, goal.Goal(word, budget=self.config.goal.budget))
+            self.out.message(f"goal set: {word}", "dim")
+        self._refresh_status()
+        if word not in ("", "status", "clear", "pause") and goal.load(log).state == "active":
+            self._pursue_goal(immediately=True)
+
+    def _goal_after_turn(self, reply_text: str) -> bool:
+        """Fold a settled turn into an active goal; announce it when the goal stops being active."""
+        log = self.runtime.session.path
+        try:
+            before = goal.load(log)
+            if before is None or before.state != "active":
+                return True
+            after = goal.after_turn(log, reply_text)
+        except goal.GoalStoreError as exc:
+            self.out.error(f"{exc.message}; no continuation")
+            return False
+        if after.state != "active":
+            self.out.message(after.describe(), "green" if after.state == "complete" else "yellow")
+        return True
+
+    def _pursue_goal(self, immediately: bool = False) -> None:
+        """Continue toward an active goal after each settled turn, unless the person takes over."""
+        while self.runtime is not None:
+            log = self.runtime.session.path
+            try:
+                current = goal.load(log)
+            except goal.GoalStoreError as exc:
+                self.out.error(f"{exc.message}; no continuation")
+                return
+            if current is None or current.state != "active":
+                return
+            if not immediately:
+                typed = self._grace(self.config.goal.grace_seconds)
+                if typed is not None:
+                    if typed.strip():
+                        self.handle(typed)
+                    return
+            immediately = False
+            try:
+                message = goal.take_continuation(log)
+            except goal.GoalStoreError as exc:
+                self.out.error(f"{exc.message}; no continuation")
+                return
+            if message is None:
+                self.out.message(goal.load(log).describe(), "yellow")
+                self._refresh_status()
+                return
+            self.out.message("↻ continuing toward the goal", "dim")
+            if not self.turn(message, operation="goal"):
+                return
+
+    def _grace(self, seconds: float) -> str | None:
+        """Wait before a continuation; returns what the person typed meanwhile ("" for Ctrl-C), or None."""
+        try:
+            return self.reader.wait_for_input(f"goal: continuing in {seconds:g}s — type to take over ", seconds)
+        except KeyboardInterrupt:
+            self._set_goal_state("paused", "paused with Ctrl-C")
+            self.out.message("goal paused (/goal resume to continue)", "yellow")
+            return ""
+
+    def _set_goal_state(self, state: str, reason: str) -> None:
+        if self.runtime is None:
+            return
+        log = self.runtime.session.path
+        try:
+            current = goal.load(log)
+            if current is not None and current.state == "active":
+                current.state, current.reason = state, reason
+                goal.save(log, current)
+        except goal.GoalStoreError as exc:
+            self.out.error(exc.message)
+
     def do_cost(self, arg: str) -> None:
         """/cost — usage and cost of this session: totals, per model, per operation, cache hit rate"""
         if self.runtime is None:
@@ -361,16 +489,82 @@ class Repl(cmd.Cmd):
         for line in context.render(rows, context_window(model)):
             self.out.message(line)
 
+    def do_export(self, arg: str) -> None:
+        """/export [PATH] — export this session, redacted: HTML by default, .json/.jsonl paths select data formats"""
+        from khaelor.export import default_output, export_session, format_for_path
+
+        runtime = self._require_session()
+        path = Path(arg).expanduser() if arg else None
+        if path is not None and not path.is_absolute():
+            path = self.workspace / path
+        fmt = format_for_path(path) if path else "html"
+        report = export_session(runtime.session.path, path or default_output(runtime.session.id, fmt, self.workspace),
+                                fmt)
+        for line in report.lines():
+            self.out.message(line)
+
+    def do_import(self, arg: str) -> None:
+        """/import PATH — import a KHAELOR export or log, or a pi session, as a new session (asks before switching)"""
+        from khaelor.importer import import_session
+
+        if not arg:
+            raise UsageError("/import needs the path of a session file")
+        path = Path(arg).expanduser()
+        report = import_session(path if path.is_absolute() else self.workspace / path, self.store, self.workspace,
+                                self.env)
+        for line in report.lines():
+            self.out.message(line)
+        answer = self.reader.ask(f"switch to the imported session {report.session_id}? [y/N] ")
+        if (answer or "").strip().lower() in ("y", "yes"):
+            self.do_resume(report.session_id)
+
+    def do_share(self, arg: str) -> None:
+        """/share — publish a redacted snapshot as an unlisted gist with your gh, after you approve the preview"""
+        from khaelor.share import prepare_share, publish_share
+
+        runtime = self._require_session()
+        preview = prepare_share(runtime.session.path, self.env.home, self.env.clock)
+        for line in preview.lines():
+            self.out.message(line)
+        answer = self.reader.ask("publish exactly this file as an unlisted (not private) gist? [y/N] ")
+        if (answer or "").strip().lower() not in ("y", "yes"):
+            self.out.message("not published", "dim")
+            return
+        for line in publish_share(preview, self.env.environ).lines():
+            self.out.message(line)
+
+    def _require_session(self) -> Runtime:
+        if self.runtime is None:
+            raise UsageError("no session yet: make a request or /resume one first")
+        return self.runtime
+
     def do_permissions(self, arg: str) -> None:
-        """/permissions — show the permission mode and rules, with where each rule comes from"""
+        """/permissions [allow RULE | remove RULE] — show the mode and rules with their sources; add or remove a session rule"""
+        action, _, rule = arg.strip().partition(" ")
+        if action in ("allow", "remove"):
+            self._session_rule(action, rule.strip())
+            return
+        if action:
+            raise UsageError("/permissions takes 'allow RULE' or 'remove RULE'")
         policy = self.runtime.agent.policy if self.runtime else None
-        mode = policy.mode if policy else self.config.permission_mode
-        self.out.message(f"mode: {mode}")
+        self.out.message(f"mode: {policy.mode if policy else self.config.permission_mode}")
         rules = self.config.permissions
         for kind in ("deny", "ask", "allow"):
             for rule in getattr(rules, kind):
                 text = f"{rule.tool}: {rule.pattern}" if rule.pattern else rule.tool
                 self.out.message(f"  {kind:5}  {text}  ({rule.source}{' ' + rule.origin if rule.origin else ''})")
+        for grant in self.runtime.session.state.grants if self.runtime else ():
+            self.out.message(f"  allow  {grant}  (session)")
+
+    def _session_rule(self, action: str, rule: str) -> None:
+        runtime = self._attach()
+        tool = rule.partition(":")[0].strip()
+        if action == "allow" and (tool not in TOOLS or runtime.agent.policy.compile_grant(rule) is None):
+            raise UsageError(f"not a valid rule: {rule!r} (e.g. 'bash: npm test', 'edit: src/**', 'read')")
+        if action == "remove" and rule not in runtime.session.state.grants:
+            raise UsageError(f"{rule!r} is not a session rule; /permissions lists them")
+        runtime.session.record("session_rule", action="remove" if action == "remove" else "add", rule=rule)
+        self.out.message(f"session rule {'removed' if action == 'remove' else 'added'}: allow {rule}", "dim")
 
     def do_processes(self, arg: str) -> None:
         """/processes [log ID | stop ID] — list background processes, show one's log tail, or stop one"""
@@ -440,6 +634,21 @@ class Repl(cmd.Cmd):
             return
         self.store.trash(log)
         self.out.message(f"{log.stem} moved to the trash", "dim")
+
+    def do_diff(self, arg: str) -> None:
+        """/diff [PATH] [--stat] — what the agent changed in this session, file by file (not your own edits)
+
+        The net change to every file the agent created, edited, deleted or
+        renamed — through any tool, bash included — from the content before
+        it first touched the file. Work that was there before the session and
+        edits made outside the agent's tool calls are left out; files someone
+        else also edited are flagged. PATH limits it to a file or folder;
+        --stat lists the files without the diffs.
+        """
+        from khaelor.diffview import session_lines
+
+        for text, style in session_lines(self.runtime, arg):
+            self.out.message(text, style)
 
     # --- completion -----------------------------------------------------------
 

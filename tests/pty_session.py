@@ -33,20 +33,22 @@ class PtySession:
         os.close(slave)
         self.master = master
         self.output = b""
+        self.cursor = 0
 
     def send(self, data: str | bytes) -> None:
         os.write(self.master, data.encode() if isinstance(data, str) else data)
 
     def read_until(self, needle: bytes | str, timeout: float = 30.0) -> bytes:
-        """Read until `needle` appears after everything already consumed; returns the new bytes."""
+        """Read until `needle` appears after the previous match; returns the bytes up to and including it."""
         needle = needle.encode() if isinstance(needle, str) else needle
-        start = len(self.output)
+        start = self.cursor
         deadline = time.monotonic() + timeout
-        while needle not in self.output[start:]:
+        while (found := self.output.find(needle, start)) < 0:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._pump(remaining):
                 raise AssertionError(f"did not see {needle!r}; got {self.output[start:][-2000:]!r}")
-        return self.output[start:]
+        self.cursor = found + len(needle)
+        return self.output[start:self.cursor]
 
     def _pump(self, timeout: float) -> bool:
         ready, _, _ = select.select([self.master], [], [], min(timeout, 0.5))

@@ -93,7 +93,7 @@ def test_kill_mid_tool_gives_indeterminate_result(workspace, khaelor_home):
     with FakeAPI() as api:
         api.script(reply(tool_use("bash", {"command": COUNT + "; sleep 60"})))
         proc = start_khaelor(["-p", "run it", "--permission-mode", "bypass"], workspace, api)
-        wait_for(lambda: (workspace / "counter.txt").exists())
+        wait_for(lambda: (workspace / "counter.txt").exists() and (workspace / "counter.txt").read_text())
         proc.kill()
         proc.wait()
     kill_children_of(the_log(khaelor_home))
@@ -143,7 +143,7 @@ def test_sigterm_mid_tool_kills_the_child_and_says_so(workspace, khaelor_home):
     with FakeAPI() as api:
         api.script(reply(tool_use("bash", {"command": COUNT + "; sleep 60; echo late >> counter.txt"})))
         proc = start_khaelor(["-p", "run", "--permission-mode", "bypass"], workspace, api)
-        wait_for(lambda: (workspace / "counter.txt").exists())
+        wait_for(lambda: (workspace / "counter.txt").exists() and (workspace / "counter.txt").read_text())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 143
     records = read_log(the_log(khaelor_home)).records

@@ -224,3 +224,71 @@ def test_continue_flag_resumes_at_start(fake_api, workspace, khaelor_home):
     out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "again\r", Options(continue_latest=True))
     assert "resumed " in out
     assert len(fake_api.message_requests[-1].body["messages"]) == 3
+
+
+def test_permission_prompt_once_session_and_deny(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(tool_use("bash", {"command": "touch one"})),
+                    reply(tool_use("bash", {"command": "touch two"})),
+                    reply(tool_use("bash", {"command": "touch two"})),
+                    reply(tool_use("bash", {"command": "touch three"})),
+                    reply(text("done")))
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "make files\ro\rs\rd\rnot that one\r")
+    assert "? bash wants: touch one" in out
+    assert (workspace / "one").exists() and (workspace / "two").exists() and not (workspace / "three").exists()
+    assert out.count("? bash wants: touch two") == 1
+    told = fake_api.message_requests[-1].body["messages"][-1]["content"][0]
+    assert told["is_error"] and "not that one" in told["content"]
+    decisions = [r for r in records(khaelor_home) if r["type"] == "permission"]
+    assert [d["decision"] for d in decisions] == ["allow", "allow", "allow", "deny"]
+
+
+def test_permission_prompt_eof_denies(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(tool_use("bash", {"command": "touch x"})), reply(text("ok")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "go\r")
+    assert not (workspace / "x").exists()
+
+
+def test_goal_runs_until_complete(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("step one")), reply(text("step two")), reply(text("step three")),
+                    reply(text("all done\nGOAL_COMPLETE")))
+    env = make_env(workspace, khaelor_home, fake_api)
+    out, err, repl = transcript(env, "/goal make the tests pass\r")
+    continuations = [r for r in fake_api.message_requests
+                     if "Continue working toward the session goal" in json.dumps(r.body["messages"][-1])]
+    assert len(continuations) == 4
+    assert "goal complete" in out
+    operations = [r["operation"] for r in records(khaelor_home) if r["type"] == "usage"]
+    assert operations == ["goal"] * 4
+
+
+def test_goal_blocked_and_budget(fake_api, workspace, khaelor_home):
+    (khaelor_home).mkdir(parents=True, exist_ok=True)
+    (khaelor_home / "config.yaml").write_text("goal: {budget: 2, grace_seconds: 0}\n")
+    fake_api.script(reply(text("GOAL_BLOCKED: missing credentials")))
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/goal deploy\r")
+    assert "goal blocked (1/2 continuations): deploy — missing credentials" in out
+    fake_api.script(reply(text("a")), reply(text("b")), reply(text("never")))
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/new\r/goal refactor\r")
+    assert "the budget of 2 continuations is spent" in out and fake_api.pending() == 1
+
+
+def test_goal_store_unwritable_refuses(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("hi")))
+    out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api), "hello\r")
+    [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
+    (log.parent / ".goals").write_text("not a folder")
+    out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/resume\r/goal anything\r")
+    assert "the goal store" in err and "Not a directory" in err
+    assert len(fake_api.message_requests) == 1
+
+
+def test_session_rules_added_listed_and_removed(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(tool_use("bash", {"command": "touch a"})), reply(text("ok")),
+                    reply(tool_use("bash", {"command": "touch b"})), reply(text("ok")))
+    keys = "/permissions allow bash: touch a\r/permissions\rgo\r/permissions remove bash: touch a\r" \
+           "/permissions allow ???\rgo again\r"
+    out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api), keys)
+    assert "session rule added: allow bash: touch a" in out and "  allow  bash: touch a  (session)" in out
+    assert (workspace / "a").exists() and not (workspace / "b").exists()
+    assert "session rule removed" in out and "not a valid rule" in err
+    assert [r["action"] for r in records(khaelor_home) if r["type"] == "session_rule"] == ["add", "remove"]

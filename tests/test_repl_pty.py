@@ -30,8 +30,8 @@ def the_records(home):
 
 
 def test_start_help_turn_cancel_and_ctrl_d(terminal, fake_api, workspace, khaelor_home):
-    fake_api.script(reply(text("Hello from the model.")), reply(text("this never ends"), hold_after=3),
-                    reply(text("after cancel")))
+    fake_api.script(reply(text("Hello from the model.")), reply(tool_use("bash", {"command": "touch from_pty"})),
+                    reply(text("made it")), reply(text("this never ends"), hold_after=3), reply(text("after cancel")))
     term = terminal([], workspace, fake_api)
     term.read_until("khaelor 0.1.0")
     term.read_until("❯")
@@ -41,6 +41,13 @@ def test_start_help_turn_cancel_and_ctrl_d(terminal, fake_api, workspace, khaelo
     term.read_until("did you mean /help?")
     term.send("say hello\r")
     term.read_until("Hello from the model.")
+    term.read_until("❯")
+    term.send("make a file\r")
+    term.read_until("? bash wants: touch from_pty")
+    term.read_until("[D]eny")
+    term.send("o\r")
+    term.read_until("made it")
+    assert (workspace / "from_pty").exists()
     term.read_until("❯")
     term.send("talk forever\r")
     assert fake_api.held.wait(30)
