@@ -109,7 +109,10 @@ def ceiling_refusal(ledger: Ledger, max_nanos: int | None, next_model: str,
 def report(ledger: Ledger) -> list[str]:
     """The `/cost` lines."""
     total = ledger.total
-    lines = [f"total        {total.money()}" + (f" — {ledger.uncertain} uncertain attempt(s)" if ledger.uncertain else ""),
+    money = total.money()
+    if ledger.uncertain and "known subtotal" not in money:
+        money += " known subtotal"
+    lines = [f"total        {money}" + (f" — {ledger.uncertain} uncertain attempt(s)" if ledger.uncertain else ""),
              "tokens       " + ", ".join(f"{kind.replace('_', ' ')} {total.tokens[kind]:,}" for kind in KINDS)]
     rate = ledger.cache_hit_rate()
     lines.append(f"cache hits   {'n/a' if rate is None else f'{rate:.1%}'} of prompt tokens read from cache")

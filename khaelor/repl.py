@@ -232,7 +232,15 @@ class Repl(cmd.Cmd):
         model = runtime.agent.settings.model
         spent = ledger.build(state.usage, state.uncertain, self.config.pricing)
         return Status(model, context_fraction(state.last_turn_usage, model),
-                      None if spent.unpriced_models else spent.total.nanos, spent.uncertain, git_branch(self.workspace))
+                      None if spent.unpriced_models else spent.total.nanos, spent.uncertain, git_branch(self.workspace),
+                      self._goal_word(runtime.session.path))
+
+    def _goal_word(self, log: Path) -> str | None:
+        try:
+            current = goal.load(log)
+        except goal.GoalStoreError:
+            return "goal n/a"
+        return current.status_word() if current else None
 
     def toolbar(self) -> str:
         return self._status

@@ -32,6 +32,7 @@ class Status:
     cost_nanos: int | None
     uncertain: int
     branch: str | None
+    goal: str | None = None
 
     def level(self) -> str:
         """'urgent' at ≥90% context, 'suggest' at ≥80%, else 'ok'."""
@@ -52,6 +53,8 @@ class Status:
         parts = [self.model, context, money]
         if self.branch:
             parts.append(self.branch)
+        if self.goal:
+            parts.append(self.goal)
         return " · ".join(parts)
 
 

@@ -162,3 +162,20 @@ def test_context_says_na_when_counting_fails(workspace):
         done = run_khaelor([], workspace, api, input="/context\n")
     lines = [l for l in done.stdout.splitlines() if l.startswith(("tools", "system prompt", "free"))]
     assert len(lines) == 3 and all(l.rstrip().endswith("n/a") for l in lines)
+
+
+def test_cost_agrees_between_print_json_and_sessions_inspect(fake_api, workspace):
+    usage = {"input_tokens": 321, "cache_read_input_tokens": 654, "cache_creation_input_tokens": 987,
+             "output_tokens": 123}
+    fake_api.script(reply(text("one"), usage=usage), reply(text("cut"), cut_after=4), reply(text("two"), usage=usage))
+    first = json.loads(run_khaelor(["-p", "a", "--output-format", "json"], workspace, fake_api).stdout)
+    second = json.loads(run_khaelor(["-p", "-c", "b", "--output-format", "json"], workspace, fake_api).stdout)
+    inspect = run_khaelor(["sessions", "inspect", second["session_id"], "--json"], workspace, fake_api)
+    assert inspect.returncode == 0, inspect.stderr
+    report = json.loads(inspect.stdout)
+    nanos = 2 * (321 * 2000 + 654 * 100 + 987 * 2500 + 123 * 10000)
+    assert second["cost"]["total"]["nanos"] == nanos == report["usage"]["total"]["nanos"]
+    assert second["cost"] == report["usage"]
+    assert second["usage_uncertain_attempts"] == 1 and first["usage_uncertain_attempts"] == 0
+    repl = run_khaelor([], workspace, fake_api, input="/resume\n/cost\n")
+    assert f"total        ${nanos / 1e9:.4f} known subtotal — 1 uncertain attempt(s)" in repl.stdout

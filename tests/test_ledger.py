@@ -41,7 +41,7 @@ def test_unknown_model_keeps_real_tokens_and_no_money():
 
 def test_uncertainty_makes_a_known_subtotal():
     book = ledger.build([usage_record(input_tokens=1000)], [{"type": "usage_uncertainty"}])
-    assert ledger.report(book)[0] == "total        $0.0020 — 1 uncertain attempt(s)"
+    assert ledger.report(book)[0] == "total        $0.0020 known subtotal — 1 uncertain attempt(s)"
     assert not book.complete
 
 

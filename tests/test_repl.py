@@ -257,6 +257,7 @@ def test_goal_runs_until_complete(fake_api, workspace, khaelor_home):
                      if "Continue working toward the session goal" in json.dumps(r.body["messages"][-1])]
     assert len(continuations) == 4
     assert "goal complete" in out
+    assert repl.toolbar().endswith("goal complete 4/10")
     operations = [r["operation"] for r in records(khaelor_home) if r["type"] == "usage"]
     assert operations == ["goal"] * 4
 
