@@ -17,6 +17,7 @@ from khaelor.agent import Outcome
 from khaelor.env import Env
 from khaelor.errors import Cancelled, ExitStatus, KhaelorError, UsageError
 from khaelor.model import credentials
+from khaelor.output import sanitize
 from khaelor.runtime import Options, Runtime, raise_on_sigterm, start
 
 MAX_STDIN_BYTES = 16 << 20
@@ -160,7 +161,8 @@ def _report(env: Env, output_format: str, runtime: Runtime, outcome: Outcome) ->
         if outcome.is_error:
             _stderr(env, f"khaelor: {outcome.text}")
         else:
-            env.stdout.write(outcome.text.rstrip("\n") + "\n")
+            text = outcome.text.rstrip("\n")
+            env.stdout.write((sanitize(text) if env.stdout_is_tty() else text) + "\n")
     else:
         _emit(env, result_object(runtime, outcome))
     env.stdout.flush()

@@ -111,3 +111,11 @@ def test_interrupted_line_after_sigkill_not_after_clean_exit(terminal, fake_api,
     assert clean.returncode == 0, clean.stderr
     final = run_khaelor([], workspace, fake_api, input="")
     assert "Interrupted session" not in final.stdout
+
+
+def test_print_mode_on_a_terminal_strips_escape_sequences(terminal, fake_api, workspace):
+    fake_api.script(reply(text("answer " + "".join(HOSTILE) + " end")))
+    term = terminal(["-p", "hi"], workspace, fake_api)
+    term.read_until("end")
+    assert term.wait() == 0
+    assert b"\x1b" not in term.output
