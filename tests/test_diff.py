@@ -176,11 +176,16 @@ def test_a_call_killed_midway_is_settled_on_resume_as_the_agents_and_marked(work
         deadline = time.monotonic() + 60
         while (workspace / "b.txt").read_text() == "beta\n" and time.monotonic() < deadline:
             time.sleep(0.01)
+        while b'"process_start"' not in the_log(khaelor_home).read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the child can finish sed before its start is journaled
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     for record in read_log(the_log(khaelor_home)).records:
         if record["type"] == "process_start":
-            os.killpg(record["pid"], signal.SIGKILL)
+            try:
+                os.killpg(record["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     with FakeAPI() as api:
         out = repl_diff(workspace, api, "/diff")
     assert summary(out) == {"b.txt": "M"}
