@@ -63,7 +63,8 @@ class Repl(cmd.Cmd):
         """Banner, then read and act until end of input; returns the exit status."""
         self._banner()
         self._refresh_status()
-        threading.Thread(target=_warm_sdk, daemon=True).start()
+        warming = threading.Thread(target=_warm_sdk, daemon=True)
+        warming.start()
         try:
             if self._initial:
                 self._command(*self._initial)
@@ -76,6 +77,8 @@ class Repl(cmd.Cmd):
                 self.handle(line)
         finally:
             self._detach()
+            # A daemon thread killed mid-import at exit can abort the interpreter; let the import finish.
+            warming.join()
         return 0
 
     def _read(self) -> str | None:
