@@ -13,8 +13,10 @@ Invariants:
 * Pure and deterministic: no I/O, no state between calls; the same input
   always gives the same output and the same counts.
 * Bounded: every pattern starts with a literal (so the regex engine skips
-  ahead in C), checks its left boundary right after that literal, and uses
-  possessive, length-capped runs — no backtracking that grows with the input.
+  ahead in C), checks its left boundary right after that literal in one
+  lookbehind, and uses possessive, length-capped runs — no backtracking that
+  grows with the input, and no run scanned again from every key or position
+  inside it.
 * Surgical: only the secret is replaced. Key names, header names and schemes,
   URL hosts, prose, whitespace, ANSI codes and non-ASCII text around it stay
   byte for byte; text with nothing to redact is returned unchanged.
@@ -67,10 +69,11 @@ class Redactions:
 def _left(width: int) -> str:
     """Assert that the literal of `width` chars just matched does not continue a word.
 
-    It may follow any other character, a JSON escape (`\\n`) or an SGR colour code (`ESC[31m`).
+    It may follow any other character, a JSON escape (`\\n`) or an SGR colour code (`ESC[31m`). One
+    lookbehind: most word characters rule the match out at once; `n r t` only without a `\\` before
+    them, `m` only without a `[` or digit before it.
     """
-    ahead = "." * width
-    return f"(?:(?<![A-Za-z0-9_-]{ahead})|(?<=\\\\[nrt]{ahead})|(?<=[\\[\\d]m{ahead}))"
+    return rf"(?<!(?:[A-Za-lo-qsu-z0-9_-]|[nrt](?<!\\.)|m(?<![\[\d].)).{{{width}}})"
 
 
 _END = r"(?![A-Za-z0-9_-])"
@@ -92,7 +95,7 @@ class _Rule:
 
     @property
     def groups(self) -> tuple[str, ...]:
-        return tuple(name for name in ("v", "v2", "v3", "v4") if name in self.pattern.groupindex)
+        return tuple(name for name in ("v", "v2", "v3", "v4", "v5") if name in self.pattern.groupindex)
 
 
 def _token(kind: str, pattern: str, checked: bool = False, triggers: tuple[str, ...] = ()) -> _Rule:
@@ -141,28 +144,65 @@ _TOKEN_RULES = (
       for flag in ("-u ", "--user ", "--user=")),
 )
 
-_SEP = r"""(?:\\{0,7}["'])?[ \t]{0,16}+(?::=|=>|[:=])(?![=>])[ \t]{0,16}+"""
+_SEP = r"""(?:["']|\\\\{0,6}+["']|)[ \t]{0,16}+(?::=|=>|[:=])(?![=>])[ \t]{0,16}+"""
+"""Between a key and its value: a closing quote (escaped or not), `:`, `=`, `:=` or `=>`, spaces. The quote
+is a choice of alternatives that each start with a literal, which the regex engine passes over in C."""
 _NOT_REF = r"(?![$%<\[{])"
-_VALUE = (rf""""{_NOT_REF}(?P<v>(?:[^"\\\r\n]|\\[^\r\n]){{{MIN_VALUE},4096}}+)"
+_BARE = r"!#$%*+\-./0-9:=?@A-Z^_a-z~"
+"""Characters of an unquoted value; an `&` belongs to one too unless it starts the next `name=`."""
+_BARE_START = r"!#*+\-./0-9:=?@A-Z^_a-z~&"
+"""What an unquoted value may start with: not `$` or `%`, which start references (`_NOT_REF`)."""
+_VALUE = rf""""{_NOT_REF}(?P<v>(?:[^"\\\r\n]|\\[^\r\n]){{{MIN_VALUE},4096}}+)"
 |'{_NOT_REF}(?P<v2>[^'\\\r\n]{{{MIN_VALUE},4096}}+)'
-|(?P<eq>\\{{1,7}})"{_NOT_REF}(?P<v3>[^"\\\r\n]{{{MIN_VALUE},4096}}+)(?P=eq)"
-|{_NOT_REF}(?P<v4>(?:[!#$%*+\-./0-9:=?@A-Z^_a-z~]|&(?![A-Za-z_][\w.-]{{0,30}}=)){{{MIN_VALUE},4096}}+)(?![(\[])""")
+|\\(?P<eq>\\{{0,6}})"{_NOT_REF}(?P<v3>[^"\\\r\n]{{{MIN_VALUE},4096}}+)\\(?P=eq)"
+|(?=[{_BARE_START}][{_BARE}&]{{{MIN_VALUE - 1}}})
+ (?>(?=[{_BARE}]{{0,4095}}+&)(?P<v5>(?:[{_BARE}]|&(?![A-Za-z_][\w.-]{{0,30}}=)){{{MIN_VALUE},4096}}+)
+   |(?P<v4>[{_BARE}]{{{MIN_VALUE},4096}}+))
+ (?:(?![(\[])|(?P<skip>))"""
+"""A credential's value (for verbose patterns): double-quoted, single-quoted, JSON-escaped or bare.
+
+A bare value goes a character at a time only when an `&` interrupts it (`v5`); otherwise one fast run
+(`v4`). A bare value followed by `(` or `[` is code, not a secret: the empty `skip` group then ends the
+match after it, as every later key inside it would end at the same bracket; without that, `token=token=…(`
+would be rescanned from every key.
+"""
 _KEY_QUALIFIERS = ("api", "app", "auth", "x-api", "access", "secret", "master", "client", "private", "signing",
                    "account", "session", "license", "consumer", "encryption", "sharedaccess", "shared_access")
 
 
+def _alternation(words: list[str]) -> str:
+    """`words` as one group with common prefixes factored out (`a(?:pi_key|uth)`): the regex engine then
+    enters one branch per character instead of one per word sharing it."""
+    if len(words) == 1:
+        return re.escape(words[0])
+    by_first: dict[str, list[str]] = {}
+    for word in words:
+        by_first.setdefault(word[:1], []).append(word[1:])
+    if len(by_first) == 1 and "" not in by_first:
+        [(first, rests)] = by_first.items()
+        return re.escape(first) + _alternation(rests)
+    branches = [re.escape(first) + _alternation(rests) for first, rests in sorted(by_first.items()) if first]
+    return f"(?:{'|'.join(branches)}{'|' if '' in by_first else ''})"
+
+
 def _qualified_key() -> str:
-    """`key` right after a qualifier (`api_key`, `AccountKey`): fixed-width lookbehinds, cheapest test first."""
-    by_last: dict[str, list[str]] = {}
-    for qualifier in _KEY_QUALIFIERS:
-        by_last.setdefault(qualifier[-1], []).append(qualifier)
+    """`key` right after a qualifier (`api_key`, `AccountKey`).
+
+    One lookbehind dispatches on the character before `key` (or before its `_`), where the regex engine
+    passes over alternatives that start with another literal in C; only the qualifiers ending in that
+    character are then checked whole. Qualifiers ending in another (`x-api`, `sharedaccess`) add nothing.
+    """
+    words = [word for word in _KEY_QUALIFIERS
+             if not any(word != other and word.endswith(other) for other in _KEY_QUALIFIERS)]
+    by_end: dict[str, dict[int, list[str]]] = {}
+    for word in words:
+        by_end.setdefault(word[-1], {}).setdefault(len(word), []).append(word)
     branches = []
-    for sep in ("[_.-]", ""):
-        for last, words in by_last.items():
-            checks = "|".join(f"(?<={word}{sep}key)" for word in words)
-            branches.append(f"(?<={last}{sep}key)(?:{checks})")
-    last_chars = "".join(sorted(by_last))
-    return f"key(?<=[{last_chars}_.-]key)(?:{'|'.join(branches)})"
+    for last, by_width in by_end.items():
+        checks = [f"(?<={'|'.join(same)})" for same in by_width.values()]  # a lookbehind has one width
+        branches.append(last + (checks[0] if len(checks) == 1 else f"(?:{'|'.join(checks)})"))
+    ends = "|".join(branches)
+    return f"key(?<=(?:{ends}|[_.-](?<=(?:{ends}).))key)"
 
 
 _PASSWORD_KEYS = (r"pass(?:word|wd|phrase|(?<![a-z]pass))", r"pwd(?<![a-z]pwd)")
@@ -184,8 +224,9 @@ _CONTEXT_RULES = (
               (?:bearer|basic|token|bot|apikey|sso-key|jwt|otp)[ \t]++(?P<v>[^\s"'\\,;]{1,8192}+)
             | (?:digest|aws4-hmac-sha256|negotiate|ntlm|hmac|signature)[ \t]++(?P<v2>[^"'\\\r\n]{1,8192}+)
             | (?P<v3>[^\s"'\\,;]{8,8192}+))""", _ASCII | re.VERBOSE), lowered=True),
-    *(_Rule("url-query", re.compile(rf"{separator}(?:{_QUERY_NAMES})=(?P<v>[^&\s#\"'<>\\]{{4,4096}}+)", _ASCII),
-            lowered=True) for separator in (r"[?&;](?=[a-z])(?:amp;)?", r"\\u0026")),
+    *(_Rule("url-query", re.compile(rf"{separator}{_alternation(_QUERY_NAMES.split('|'))}="
+                                    rf"(?P<v>[^&\s#\"'<>\\]{{4,4096}}+)", _ASCII),
+            lowered=True) for separator in (r"[?&;](?=[a-z])(?:amp;|)", r"\\u0026")),
     _Rule("credential", re.compile(rf"--(?=[a-z]){_left(2)}(?:[a-z0-9]+-)*+(?:password|passwd|token|secret|api-key|apikey)"
                                    rf"[ \t]++(?!-)(?:{_VALUE})", _ASCII | re.VERBOSE), lowered=True),
     *(_keyword("password", key) for key in _PASSWORD_KEYS),
@@ -193,9 +234,12 @@ _CONTEXT_RULES = (
 )
 _RULES = _TOKEN_RULES + _CONTEXT_RULES
 _KIND_ORDER = {kind: index for index, kind in enumerate(dict.fromkeys([rule.kind for rule in _RULES] + ["cookie"]))}
+_MARKERS = {kind: MARKER.format(kind) for kind in _KIND_ORDER}
 _COOKIE = re.compile(r"""cookie(?:\\{0,7}["'])?[ \t]{0,16}+:[ \t]{0,16}+(?:\\{0,7}["'])?(?P<v>[^\r\n"'\\]{1,8192}+)""",
                      _ASCII)
-_COOKIE_PAIR = re.compile(r"[ \t]*+(?P<name>[^=;\s]{1,256}+)=(?P<v>[^;]{1,8192}+)", _ASCII)
+_COOKIE_PAIR = re.compile(r"[ \t]*+(?P<name>[^=;\s]++)(?:=(?P<v>[^;]{1,8192}+))?", _ASCII)
+"""A `name=value` pair; a name without a value is matched too (and passed over), so that no position
+inside it is tried again."""
 _COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "samesite", "priority", "partitioned"})
 
 
@@ -211,12 +255,12 @@ _TRIGGER = re.compile("|".join(sorted({re.escape(t) for rule in _RULES for t in 
 _STOPWORDS = frozenset("""string str boolean bool number int integer object optional required undefined null none nil
 true false hidden secret secrets password passwd token redacted default provided missing invalid expired unset empty
 example masked sensitive notset bearer basic""".split())
-_PLACEHOLDER_WORDS = re.compile(r"your|example|placeholder|redacted|dummy|sample|insert|replace|xxxx|process\.env"
-                                r"|environ|getenv|secrets\.|env[(.]|vault:")
-_STANDS_FOR = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"        # an environment variable's name
-                         r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"  # attribute access or a call
-                         r"|[~/][\w./-]*"                          # a path
-                         r"|[xX*•.#_0-]+")                         # a mask
+_PLACEHOLDER_WORDS = re.compile(_alternation("""your example placeholder redacted dummy sample insert replace xxxx
+process.env environ getenv secrets. env( env. vault:""".split()))
+_STANDS_FOR = re.compile(r"[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)+"         # an environment variable's name
+                         r"|[A-Za-z_]\w*+(?:\.[A-Za-z_]\w*+)+(?:\(\))?"  # attribute access or a call
+                         r"|[~/][\w./-]*+"                           # a path
+                         r"|[xX*•.#_0-]++")                          # a mask
 
 
 def is_placeholder(value: str) -> bool:
@@ -238,26 +282,36 @@ def _ascii_lower(text: str) -> str:
     return text.translate({code: code + 32 for code in range(65, 91)})
 
 
-def _rule_spans(rule: _Rule, text: str, subject: str) -> list[tuple[int, int, str]]:
-    groups, kind, checked = rule.groups, rule.kind, rule.checked
-    spans = []
-    for match in rule.pattern.finditer(subject):
-        start, end = match.span(match.lastgroup if len(groups) > 1 else (groups[0] if groups else 0))
-        if not checked or not is_placeholder(text[start:end]):
-            spans.append((start, end, kind))
-    return spans
+def _placeholder(value: str, known: dict[str, bool]) -> bool:
+    """`is_placeholder(value)`, decided once per scan: several rules may find one value, and text dense
+    with secrets repeats its values."""
+    if value not in known:
+        known[value] = is_placeholder(value)
+    return known[value]
 
 
-def _cookie_spans(text: str, lowered: str) -> list[tuple[int, int, str]]:
+def _rule_spans(rule: _Rule, text: str, subject: str, known: dict[str, bool]) -> list[tuple[int, int, str]]:
+    matches, groups, kind = rule.pattern.finditer(subject), rule.groups, rule.kind
+    if len(groups) > 1:
+        spans = [match.span(match.lastgroup) for match in matches if match.lastgroup != "skip"]
+    else:
+        group = groups[0] if groups else 0
+        spans = [match.span(group) for match in matches]
+    if not rule.checked:
+        return [(start, end, kind) for start, end in spans]
+    return [(start, end, kind) for start, end in spans if not _placeholder(text[start:end], known)]
+
+
+def _cookie_spans(text: str, lowered: str, known: dict[str, bool]) -> list[tuple[int, int, str]]:
     spans = []
     for header in _COOKIE.finditer(lowered):
         first_only = lowered[max(0, header.start() - 4):header.start()] == "set-"
         for pair in _COOKIE_PAIR.finditer(text, *header.span("v")):
-            if pair.group("name").lower() in _COOKIE_ATTRIBUTES:
+            name, value = pair.group("name", "v")
+            if value is None or name.lower() in _COOKIE_ATTRIBUTES:
                 continue
-            start, end = pair.span("v")
-            value = text[start:end].rstrip()
-            if not is_placeholder(value):
+            value, start = value.rstrip(), pair.start("v")
+            if not _placeholder(value, known):
                 spans.append((start, start + len(value), "cookie"))
             if first_only:
                 break
@@ -269,12 +323,12 @@ def _find(text: str) -> list[list[tuple[int, int, str]]]:
     lowered = _ascii_lower(text)
     if len(text) < SMALL_TEXT and not _TRIGGER.search(lowered):
         return []
-    spans = []
+    spans, known = [], {}
     for rule in _RULES:
-        found = _rule_spans(rule, text, lowered if rule.lowered else text)
+        found = _rule_spans(rule, text, lowered if rule.lowered else text, known)
         if found:
             spans.append(found)
-    cookies = _cookie_spans(text, lowered)
+    cookies = _cookie_spans(text, lowered, known)
     return spans + [cookies] if cookies else spans
 
 
@@ -301,12 +355,12 @@ def redact_text(text: str, found: Redactions | None = None) -> str:
     spans = _merge(_find(text))
     if not spans:
         return text
+    if found is not None:
+        found.counts.update(kind for _, _, kind in spans)
     pieces, position = [], 0
     for start, end, kind in spans:
-        pieces += [text[position:start], MARKER.format(kind)]
+        pieces += (text[position:start], _MARKERS[kind])
         position = end
-        if found is not None:
-            found.counts[kind] += 1
     pieces.append(text[position:])
     return "".join(pieces)
 

@@ -164,6 +164,10 @@ CONTEXT_TEMPLATES = {
         ("camel-json", '{{"clientSecret": "{s}", "clientId": "web-app"}}', True),
         ("go", 'cfg := Config{{APIKey: "{s}", Region: "eu"}}\n', True),
         ("proxy-auth", "Proxy-Authorization: Basic {s}\n", True),
+        ("signing-key", "JWT_SIGNING_KEY={s}\n", True),
+        ("consumer-key", "oauth:\n  consumer.key: {s}\n", True),
+        ("encryption-key", '{{"encryptionKey": "{s}", "algorithm": "AES-256"}}', True),
+        ("cookie-flag", "Cookie: debug; sessionid={s}\n", True),
     ],
 }
 
@@ -281,6 +285,8 @@ def negative_cases() -> list[tuple[str, str]]:
         ("comparison", 'if password == "":\n    raise ValueError("empty")\n'),
         ("oauth-client-id", "client_id=1234567890-abc.apps.googleusercontent.com&redirect_uri=https://x.example/cb"),
         ("short-code-query", "https://httpstat.us/status?code=200"),
+        ("code-call", "token = fetch_token(url)\napi_key=read_key['x']\nsecret_key=derive_key(seed, salt)\n"),
+        ("key-in-words", "monkey=bananas12\nturkey: roasted123\nhockey=puck12345\nikey=abcdefgh12\n"),
     ]
     return cases + fixed
 
