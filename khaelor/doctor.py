@@ -152,16 +152,20 @@ def check_logs(s: Situation) -> Check:
 
 
 def check_artifacts(s: Situation) -> Check:
+    from khaelor.artifacts import size_text, survey
+
     cap = s.config.tool_output.cap_total
-    folders = [folder for kind in ("tool-output", "process-logs") if (s.env.home / kind).is_dir()
-               for folder in (s.env.home / kind).iterdir() if folder.is_dir()]
-    sizes = {folder: sum(_size(path) for path in _walk(folder)) for folder in folders}
-    total, over = sum(sizes.values()), [folder for folder, size in sizes.items() if size > cap]
-    if over:
-        return Check("warn", "artifacts", f"{len(over)} session folder(s) over the {cap:,} byte cap "
-                     f"(tool_output.cap_total), e.g. {over[0]}; {total:,} bytes in all",
-                     "delete sessions you no longer need, or lower tool_output.cap_total")
-    return Check("ok", "artifacts", f"{total:,} bytes in {len(folders)} session folder(s); cap {cap:,} bytes each")
+    found = survey(s.env.home)
+    usage = f"{size_text(found.total)} in {len(found.sessions)} session(s)"
+    if found.problems:
+        more = f" and {len(found.problems) - 1} more" if len(found.problems) > 1 else ""
+        return Check("warn", "artifacts", f"{usage}; {found.problems[0]}{more}",
+                     "chmod -R u+rwX the folder named (it is yours), or remove it")
+    if found.total > cap:
+        return Check("warn", "artifacts", f"{usage}, over the {cap:,} byte cap (tool_output.cap_total)",
+                     "khaelor sessions gc removes the least recently used sessions' artifacts "
+                     "(a session start also does, at most once a day), or raise tool_output.cap_total")
+    return Check("ok", "artifacts", f"{usage}, within the {cap:,} byte cap in all")
 
 
 def check_git(s: Situation) -> Check:
@@ -192,14 +196,6 @@ def _loose(path: Path) -> bool:
     except OSError:
         return False
     return not stat.S_ISLNK(mode) and bool(mode & 0o077)
-
-
-def _size(path: Path) -> int:
-    try:
-        info = path.lstat()
-    except OSError:
-        return 0
-    return info.st_size if stat.S_ISREG(info.st_mode) else 0
 
 
 class _Parser(argparse.ArgumentParser):

@@ -170,7 +170,7 @@ def run_diff(args: argparse.Namespace, ctx: Context) -> int:
 
 def list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--query", metavar="Q",
-                        help='search ids, names, titles, tags, paths and dates: words (all must appear), '
+                        help='search ids, names, titles, tags, paths and dates: fuzzy words (all must match), '
                              '"a quoted phrase" (exact), or re:REGEX')
     parser.add_argument("--all-workspaces", action="store_true", help="every workspace, not only this one")
     parser.add_argument("--json", action="store_true", help="one JSON array of sessions")
@@ -333,6 +333,76 @@ def _repair(log: Path) -> str:
             f"backup: {backup}")
 
 
+# --- purge, empty-trash, gc ----------------------------------------------------------------------------------------
+
+def run_purge(args: argparse.Namespace, ctx: Context) -> int:
+    from khaelor.artifacts import size_text
+
+    store = ctx.store()
+    freed = store.purge(_trashed(ctx, args.id))
+    ctx.say(f"{freed.sessions[0]} deleted for good: freed {size_text(freed.size)}")
+    for problem in freed.problems:
+        ctx.warn(problem)
+    return ExitStatus.ERROR if freed.problems else ExitStatus.SUCCESS
+
+
+def _trashed(ctx: Context, prefix: str) -> Path:
+    """The trashed log `prefix` names; a live session gets its own clear refusal."""
+    try:
+        return ctx.store().find_in_trash(ctx.workspace, prefix)
+    except UsageError as missing:
+        try:
+            live = ctx.find(prefix)
+        except UsageError:
+            raise missing from None
+    raise UsageError(f"{live.stem} is not in the trash; purge deletes only trashed sessions",
+                     hint=f"khaelor sessions delete {live.stem} moves it to the trash first")
+
+
+def empty_trash_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--all-workspaces", action="store_true", help="every workspace's trash, not only this one's")
+
+
+def run_empty_trash(args: argparse.Namespace, ctx: Context) -> int:
+    from khaelor.artifacts import Freed, size_text
+
+    store = ctx.store()
+    trashed = store.all_trashed() if args.all_workspaces else store.trashed_of(ctx.workspace)
+    if not trashed:
+        ctx.say("the trash is empty" + ("" if args.all_workspaces else
+                                        " in this workspace (--all-workspaces empties every one)"))
+        return ExitStatus.SUCCESS
+    freed = Freed()
+    for log in trashed:
+        try:
+            freed.add(store.purge(log))
+        except OSError as exc:
+            freed.problems.append(f"could not delete {log}: {exc.strerror or exc}")
+    ctx.say(f"deleted {len(freed.sessions)} trashed session(s) for good: freed {size_text(freed.size)}")
+    for problem in freed.problems:
+        ctx.warn(problem)
+    return ExitStatus.ERROR if freed.problems else ExitStatus.SUCCESS
+
+
+def run_gc(args: argparse.Namespace, ctx: Context) -> int:
+    from khaelor.artifacts import collect_garbage
+    from khaelor.store import Store
+
+    store = ctx.store()
+    # Sessions of the default store share the data root's artifacts even when --session-dir names another one.
+    default = Store(ctx.env.home / "sessions", ctx.env.home)
+    others = [default] if default.root != store.root else []
+    lines, problems = collect_garbage(store, others, ctx.config().tool_output.cap_total)
+    ctx.say(*lines)
+    for problem in problems:
+        ctx.warn(problem)
+    return ExitStatus.ERROR if problems else ExitStatus.SUCCESS
+
+
+def no_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
 COMMANDS: tuple[Command, ...] = (
     Command("list", "sessions of this workspace (or all), newest first, with age, messages and cost",
             list_arguments, run_list),
@@ -343,6 +413,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("tag", "add tags to a session, or --remove them", tag_arguments, run_tag),
     Command("delete", "move a session to its workspace's trash (recoverable with restore)", id_argument, run_delete),
     Command("restore", "bring a session back from the trash", id_argument, run_restore),
+    Command("purge", "delete a trashed session for good, with its goal and artifacts", id_argument, run_purge),
+    Command("empty-trash", "delete every trashed session of this workspace (or all) for good",
+            empty_trash_arguments, run_empty_trash),
+    Command("gc", "remove orphaned artifacts, then the least recently used sessions' beyond tool_output.cap_total",
+            no_arguments, run_gc),
     Command("repair", "remove an interrupted final append (after a private backup); report damaged records",
             id_argument, run_repair),
     Command("export", "write a session to a file: json, jsonl or a script-free html page (redacted)",

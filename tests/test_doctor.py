@@ -90,6 +90,21 @@ def test_artifacts_over_the_cap_warn(fake_api, workspace, khaelor_home):
     assert status == 0 and checks["artifacts"].startswith("warn") and "over the 1,000 byte cap" in checks["artifacts"]
 
 
+def test_the_cap_is_on_the_total_not_each_session(fake_api, workspace, khaelor_home):
+    new_session(fake_api, workspace, khaelor_home)
+    for session_id in ("20260101T000000-000-aaaaaa", "20260102T000000-000-bbbbbb"):
+        spilled = khaelor_home / "tool-output" / session_id
+        spilled.mkdir(parents=True, mode=0o700)
+        (spilled / "out.txt").write_bytes(b"x" * 5000)
+    (khaelor_home / "config.yaml").write_text("tool_output:\n  cap_total: 11000\n")
+    status, checks = doctor(workspace, fake_api)
+    assert checks["artifacts"].startswith("ok") and "within the 11,000 byte cap in all" in checks["artifacts"]
+    (khaelor_home / "config.yaml").write_text("tool_output:\n  cap_total: 9000\n")
+    status, checks = doctor(workspace, fake_api)
+    assert status == 0 and checks["artifacts"].startswith("warn") and "3 session(s), over the 9,000 byte cap" in \
+        checks["artifacts"] and "fix: khaelor sessions gc" in checks["artifacts"]
+
+
 def test_git_missing_is_a_warning(fake_api, workspace, tmp_path):
     empty = tmp_path / "no-tools"
     empty.mkdir()
