@@ -92,6 +92,7 @@ class Agent:
         self.definitions = [tool.definition() for tool in tools]
         self.watchers: list[ToolWatcher] = []
         self._carried: list[dict] = []
+        self._spent = ledger.Ledger()
 
     def run(self, prompt: str, operation: str = "turn") -> Outcome:
         """Carry out one request until the model ends its turn or a limit stops it.
@@ -137,16 +138,25 @@ class Agent:
             return False
         return True
 
+    def spent(self) -> ledger.Ledger:
+        """The session's running ledger, brought up to date with the usage recorded since the last look."""
+        state = self.session.state
+        return ledger.update(self._spent, state.usage, state.uncertain, self.settings.pricing)
+
     def _send(self, messages: list[dict], operation: str) -> Reply:
         """One model call on the session's stable prefix, after the cost ceiling allows it."""
-        state = self.session.state
-        refusal = ceiling_refusal(ledger.build(state.usage, state.uncertain, self.settings.pricing),
-                                  self.settings.max_cost_nanos, self.settings.model, self.settings.pricing)
-        if refusal:
-            raise CostCeiling(refusal)
+        if self.settings.max_cost_nanos is not None:
+            refusal = ceiling_refusal(self.spent(), self.settings.max_cost_nanos, self.settings.model,
+                                      self.settings.pricing)
+            if refusal:
+                raise CostCeiling(refusal)
         request = build_request(self.settings.model, self.settings.max_tokens, self.settings.system,
                                 self.definitions, messages)
         return self.client.send(request, self.session.record, operation=operation)
+
+    def aside(self, messages: list[dict], operation: str) -> str:
+        """A one-off request on the session's prefix that is not part of the conversation; the reply's text."""
+        return _text(self._send(messages, operation))
 
     def compact(self, instructions: str = "", reason: str = "requested") -> str:
         """Replace the older context by a validated checkpoint plus evidence; returns the entry id."""

@@ -3,10 +3,11 @@
 `attach(session, store, environ)` runs once when a runtime starts. For a new
 session it records the `baseline`: a git snapshot when the workspace is in a
 work tree and git runs (`gitbase`), else the file-state fallback
-(`filesnapshot`) with the reason. For a resumed session it folds the log into
-a `ChangeHistory`, reopens the same backend, and settles a call that a dead
-run left without its closing snapshot: whatever changed since that call
-began is journaled as the call's, marked `interrupted`.
+(`filesnapshot`) with the reason. For a resumed session it takes the
+`ChangeHistory` the replay folded (`SessionState.changes`; the log is not read
+again), reopens the same backend, and settles a call that a dead run left
+without its closing snapshot: whatever changed since that call began is
+journaled as the call's, marked `interrupted`.
 
 The returned `Tracker` is an agent watcher. Around every approved call that
 can change files (write, edit, bash, process start) it takes a snapshot
@@ -14,8 +15,9 @@ before and after: the difference across the call is journaled as the
 agent's, the difference since the previous snapshot as someone else's
 (`outside`). A snapshot that fails — or any fault in the tracking itself —
 never fails the call: it is journaled as an `attribution_gap`, and tracking
-starts again from a fresh baseline at the next call. The history follows the journal as a listener, so live state and
-replayed state come from the same records.
+starts again from a fresh baseline at the next call. The history is part of
+the session state, folded by `SessionState.apply`, so live state and replayed
+state come from the same records.
 
 Snapshot state (private index, kept pre-images) lives in the session's folder
 `<data root>/snapshots/<session-id>/` (0700).
@@ -54,12 +56,11 @@ def snapshot_dir(store: Store, session_id: str) -> Path:
 
 def attach(session: Session, store: Store, environ: dict[str, str]) -> "Tracker":
     """Start or resume change tracking for `session`; returns the watcher to give the agent."""
-    history = ChangeHistory.from_records(read_log(session.path).records if session.state.records else [])
+    history = session.state.changes
     folder = private_dir(private_dir(store.data_root / "snapshots") / session.id)
     exclude = [store.root, store.data_root]
     backend = open_backend(history.baseline, session.workspace, folder, exclude, environ)
     tracker = Tracker(session, backend, history)
-    session.journal.listeners.append(history.apply)
     tracker.start()
     return tracker
 

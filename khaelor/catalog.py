@@ -85,10 +85,11 @@ class Summary:
 
     @classmethod
     def from_row(cls, row: tuple) -> "Summary":
-        data = dict(zip(_COLUMNS, row))
-        data["tags"] = json.loads(data["tags"] or "[]")
-        data["cost_complete"] = bool(data["cost_complete"])
-        return cls(**data)
+        summary = cls(*row)  # _COLUMNS are the fields, in order
+        tags = summary.tags
+        summary.tags = json.loads(tags) if tags and tags != "[]" else []
+        summary.cost_complete = bool(summary.cost_complete)
+        return summary
 
 
 @dataclass
@@ -119,6 +120,39 @@ def fingerprint(log: Path) -> tuple[int, int, int] | None:
     except OSError:
         meta = 0
     return stat.st_size, stat.st_mtime_ns, meta
+
+
+def fingerprints(logs: list[Path]) -> list[tuple[int, int, int] | None]:
+    """`fingerprint` of each log, listing each folder's `.metadata/` once instead of a stat per sidecar."""
+    sidecars: dict[str, dict[str, int]] = {}
+    stamps = []
+    for log in logs:
+        text = os.fspath(log)
+        folder, name = os.path.split(text)
+        if folder not in sidecars:
+            sidecars[folder] = _sidecar_mtimes(folder)
+        try:
+            stat = os.stat(text)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((stat.st_size, stat.st_mtime_ns, sidecars[folder].get(name[:-len(".jsonl")] + ".json", 0)))
+    return stamps
+
+
+def _sidecar_mtimes(folder: str) -> dict[str, int]:
+    """mtime_ns of each file in the folder's `.metadata/`, by name (none when there is no such folder)."""
+    found = {}
+    try:
+        with os.scandir(os.path.join(folder, ".metadata")) as entries:
+            for entry in entries:
+                try:
+                    found[entry.name] = entry.stat().st_mtime_ns
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    return found
 
 
 def summarize(log: Path, pricing: Mapping | None = None) -> Summary | None:
@@ -233,9 +267,8 @@ def _refresh(connection, logs: list[Path], scope: list[Path] | None, pricing) ->
     """Bring the rows of `logs` up to date; drop rows of vanished logs in `scope`."""
     known = _rows(connection, scope)
     found, stale = [], []
-    for log in logs:
+    for log, stamp in zip(logs, fingerprints(logs)):
         row = known.get(str(log))
-        stamp = fingerprint(log)
         if stamp is None:
             continue
         if row is None or row.fingerprint() != stamp:

@@ -12,7 +12,8 @@ Invariants:
   `ConfigError` naming the file and line (or "command line"), the dotted key
   and what was expected; unknown keys are errors, never ignored;
 * YAML is composed with the safe loader and walked node by node, bounded in
-  bytes, depth and node count; nothing is read before `load_config` runs.
+  bytes, depth and node count; nothing is read before `load_config` runs, and
+  PyYAML is imported only when there is a file to read.
 """
 
 from collections.abc import Callable, Mapping
@@ -22,12 +23,14 @@ import math
 import os
 from pathlib import Path
 import stat
-
-import yaml
+from typing import TYPE_CHECKING
 
 from khaelor.cost import ModelPrice, parse_prices
 from khaelor.env import Env
 from khaelor.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 TOOLS = ("read", "write", "edit", "bash", "glob", "grep", "ls", "process")
 PERMISSION_MODES = ("default", "accept-edits", "plan", "bypass")
@@ -87,7 +90,7 @@ class ToolOutputConfig:
     max_inline: int = 30_000
     """Characters of output given to the model before the rest is spilled to a file."""
     cap_total: int = 1 << 30
-    """Bytes of spilled output kept per session."""
+    """Bytes of session artifacts (spilled output, process logs, snapshots) in all; least recently used go first."""
 
 
 @dataclass
@@ -203,6 +206,8 @@ def read_yaml(path: Path) -> YamlDocument | None:
     text = _read_text(path)
     if text is None:
         return None
+    import yaml
+
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -424,7 +429,7 @@ def _read_text(path: Path) -> str | None:
         raise ConfigError(f"{path}: cannot read config: not valid UTF-8 (byte {exc.start})") from None
 
 
-def _invalid_yaml(path: Path, exc: yaml.YAMLError) -> ConfigError:
+def _invalid_yaml(path: Path, exc: "yaml.YAMLError") -> ConfigError:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     context = getattr(exc, "context", None)
@@ -438,11 +443,15 @@ class _Builder:
     """Walks a composed node tree into plain data, recording the line of every key."""
 
     def __init__(self, document: YamlDocument):
+        import yaml
+
         self.document = document
         self.loader = yaml.SafeLoader("")
         self.nodes = 0
 
-    def build(self, node: yaml.Node, keys: tuple, depth: int):
+    def build(self, node: "yaml.Node", keys: tuple, depth: int):
+        import yaml
+
         self.nodes += 1
         if self.nodes > MAX_NODES or depth > MAX_DEPTH:
             raise self.error(node, "nested too deeply or too large (recursive alias?)")
@@ -457,7 +466,9 @@ class _Builder:
             return items
         return self.scalar(node)
 
-    def mapping(self, node: yaml.MappingNode, keys: tuple, depth: int) -> dict:
+    def mapping(self, node: "yaml.MappingNode", keys: tuple, depth: int) -> dict:
+        import yaml
+
         self.expect_tag(node, "tag:yaml.org,2002:map")
         result = {}
         for key_node, value_node in node.value:
@@ -471,18 +482,20 @@ class _Builder:
             result[key] = self.build(value_node, here, depth + 1)
         return result
 
-    def scalar(self, node: yaml.Node):
+    def scalar(self, node: "yaml.Node"):
+        import yaml
+
         try:
             return self.loader.construct_object(node)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             problem = getattr(exc, "problem", None) or str(exc)
             raise self.error(node, f"invalid YAML: {problem}") from None
 
-    def expect_tag(self, node: yaml.Node, tag: str) -> None:
+    def expect_tag(self, node: "yaml.Node", tag: str) -> None:
         if node.tag != tag:
             raise self.error(node, f"invalid YAML: unsupported tag {node.tag!r}")
 
-    def error(self, node: yaml.Node, problem: str, column: bool = True) -> ConfigError:
+    def error(self, node: "yaml.Node", problem: str, column: bool = True) -> ConfigError:
         mark = node.start_mark
         where = f"{self.document.path}:{mark.line + 1}" + (f":{mark.column + 1}" if column else "")
         return ConfigError(f"{where}: {' '.join(problem.split())}")

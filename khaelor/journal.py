@@ -52,8 +52,16 @@ def encode_record(record: dict) -> bytes:
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and parents) owner-private if missing; return it."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create `path` and any missing parents owner-private; return it."""
+    missing = []
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 
 
@@ -231,6 +239,23 @@ class Journal:
         os.truncate(self.path, offset)
         os.fsync(self._fd)
         self.append("torn_tail_removed", offset=offset, bytes=len(fragment), backup=str(backup))
+
+
+def write_new_log(path: Path, records: list[dict]) -> None:
+    """Write a whole new log at once: a private staging file, fsynced, then linked into place.
+
+    The log appears complete or not at all; JournalError when `path` exists.
+    """
+    data = b"".join(encode_record(record) for record in records)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        _write_new(staging, data)
+        os.link(staging, path)
+    except FileExistsError:
+        raise JournalError(f"session log {path} already exists") from None
+    finally:
+        staging.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
 
 
 def _write_new(path: Path, data: bytes, exclusive: bool = True) -> None:

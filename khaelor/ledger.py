@@ -5,6 +5,10 @@ nano-dollars (micro-dollars and a remainder) and never a float until display.
 A model without a price contributes real token counts and no money: the
 ledger then reports a *known subtotal*, as it does when any attempt's usage
 is uncertain. The cost ceiling is decided here too, before any dispatch.
+
+A session's usage records only ever grow, so a running ledger is kept by
+`update`, which folds just the records added since its last call: a check
+before every model call costs one record, not a rebuild of the whole session.
 """
 
 from dataclasses import dataclass, field
@@ -54,6 +58,8 @@ class Ledger:
     by_operation: dict[str, Bucket] = field(default_factory=dict)
     uncertain: int = 0
     unpriced_models: set[str] = field(default_factory=set)
+    folded: int = 0
+    """How many usage records the totals hold (see `update`)."""
 
     @property
     def complete(self) -> bool:
@@ -69,19 +75,30 @@ class Ledger:
 
 def build(usage_records: list[dict], uncertain_records: list[dict], overrides: Mapping | None = None) -> Ledger:
     """The ledger of a session's records."""
+    return update(Ledger(), usage_records, uncertain_records, overrides)
+
+
+def update(ledger: Ledger, usage_records: list[dict], uncertain_records: list[dict],
+           overrides: Mapping | None = None) -> Ledger:
+    """`ledger` with the usage records after its first `folded` ones added; the lists must only have grown."""
     table = cost.PriceTable.load(overrides)
-    ledger = Ledger(uncertain=len(uncertain_records))
-    for record in usage_records:
-        usage = record.get("usage") or {}
-        model = record.get("model") or "?"
-        rates = table.rates(model, _moment(record["ts"]), cost.prompt_tokens(usage))
-        nanos = cost.usage_cost_nanos(usage, rates) if rates else None
-        if nanos is None:
-            ledger.unpriced_models.add(model)
-        for bucket in (ledger.total, ledger.by_model.setdefault(model, Bucket()),
-                       ledger.by_operation.setdefault(record.get("operation") or "turn", Bucket())):
-            bucket.add(usage, nanos)
+    for record in usage_records[ledger.folded:]:
+        _add(ledger, record, table)
+    ledger.folded = len(usage_records)
+    ledger.uncertain = len(uncertain_records)
     return ledger
+
+
+def _add(ledger: Ledger, record: dict, table: cost.PriceTable) -> None:
+    usage = record.get("usage") or {}
+    model = record.get("model") or "?"
+    rates = table.rates(model, _moment(record["ts"]), cost.prompt_tokens(usage))
+    nanos = cost.usage_cost_nanos(usage, rates) if rates else None
+    if nanos is None:
+        ledger.unpriced_models.add(model)
+    for bucket in (ledger.total, ledger.by_model.setdefault(model, Bucket()),
+                   ledger.by_operation.setdefault(record.get("operation") or "turn", Bucket())):
+        bucket.add(usage, nanos)
 
 
 def usd_to_nanos(amount: float | str) -> int:

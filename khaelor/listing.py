@@ -25,7 +25,7 @@ PREVIEW_WIDTH = 60
 
 @dataclass(frozen=True)
 class Query:
-    """A parsed search: words (substrings), phrases (exact), or one regex."""
+    """A parsed search: words (fuzzy), phrases (exact), or one regex."""
 
     words: tuple[str, ...] = ()
     phrases: tuple[str, ...] = ()
@@ -53,7 +53,21 @@ def matches(query: Query, summary: Summary) -> bool:
     if query.pattern is not None:
         return bool(query.pattern.search(haystack))
     lowered = haystack.lower()
-    return all(word in lowered for word in query.words) and all(phrase in haystack for phrase in query.phrases)
+    tokens = re.split(r"[\s/_.-]+", lowered)
+    return (all(_fuzzy(word, lowered, tokens) for word in query.words)
+            and all(phrase in haystack for phrase in query.phrases))
+
+
+def _fuzzy(word: str, lowered: str, tokens: list[str]) -> bool:
+    """A word matches as a substring anywhere, or (from 3 letters) as letters in order within one word: rfctr ~ refactor."""
+    if word in lowered:
+        return True
+    return len(word) >= 3 and any(_in_order(word, token) for token in tokens if len(token) >= len(word))
+
+
+def _in_order(letters: str, token: str) -> bool:
+    rest = iter(token)
+    return all(letter in rest for letter in letters)
 
 
 def age(stamp: str | None, now: float) -> str:
@@ -64,7 +78,7 @@ def age(stamp: str | None, now: float) -> str:
     seconds = now - moment.timestamp()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago" if unit != "d" or seconds < 30 * 86400 else f"{moment:%Y-%m-%d}"
+            return f"{int(seconds // size)}{unit} ago" if unit != "d" or seconds < 30 * 86400 else moment.date().isoformat()
     return "just now"
 
 
@@ -109,6 +123,7 @@ def inspect(log: Path, pricing: Mapping | None = None) -> dict:
     branch = {entry["id"] for entry in state.branch()}
     parents = {entry.get("parent") for entry in state.entries.values()}
     leaves = [_entry_view(entry, branch, state.head) for entry in state.entries.values() if entry["id"] not in parents]
+    spent = ledger.build(state.usage, state.uncertain, pricing)
     return {
         "id": log.stem, "path": str(log), "title": metadata.title(log), "name": names["name"], "tags": names["tags"],
         "workspace": header.get("workspace"), "parent_session": header.get("parent_session"),
@@ -122,8 +137,8 @@ def inspect(log: Path, pricing: Mapping | None = None) -> dict:
         "roots": [e["id"] for e in state.entries.values() if e.get("parent") is None],
         "leaves": leaves,
         "uncertain_attempts": len(state.uncertain),
-        "usage": ledger.as_json(ledger.build(state.usage, state.uncertain, pricing)),
-        "cost": ledger.report(ledger.build(state.usage, state.uncertain, pricing)),
+        "usage": ledger.as_json(spent),
+        "cost": ledger.report(spent),
     }
 
 

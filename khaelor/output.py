@@ -33,6 +33,8 @@ _PENDING_LIMIT = 4096
 
 def sanitize(text: str) -> str:
     """`text` with every terminal control sequence and invisible control removed."""
+    if _CONTROLS.search(text) is None:
+        return text  # every sequence starts with, and CR is, one of these controls
     text = _SEQUENCE.sub("", text)
     text = text.replace("\r\n", "\n")
     text = _UNTERMINATED.sub("", text)

@@ -129,7 +129,7 @@ def _run_turn(runtime: Runtime, prompt: str, operation: str = "turn") -> tuple[O
 def result_object(runtime: Runtime, outcome: Outcome) -> dict:
     """The §2 JSON result of a print-mode run."""
     state = runtime.session.state
-    spent = ledger.build(state.usage, state.uncertain, runtime.config.pricing)
+    spent = runtime.agent.spent()
     return {
         "type": "result",
         "result": outcome.text,

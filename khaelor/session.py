@@ -5,18 +5,21 @@ session applies each record right after journaling it, and resume applies
 the records read from disk, so the two cannot disagree.
 
 Owns: the entry graph and the head (the selected branch), the transcript of
-that branch as Messages API messages, the model, the file state (§6), usage
-and usage uncertainty (§8), tool calls and their progress, permission
-requests not yet answered and the rules granted for the session (§5),
-background processes started and not yet seen exiting, and whether the last
-run closed cleanly.
+that branch as Messages API messages, the model, the file state (§6), the
+change history of attribution (§9), usage and usage uncertainty (§8), tool
+calls and their progress, permission requests not yet answered and the rules
+granted for the session (§5), background processes started and not yet seen
+exiting, and whether the last run closed cleanly.
 """
 
+import gc
 import secrets
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from khaelor.changes import ChangeHistory
 from khaelor.filestate import FileState
 from khaelor.journal import Journal, LogContents
 
@@ -50,6 +53,8 @@ class SessionState:
     head: str | None = None
     model: str = ""
     file_state: FileState = field(default_factory=FileState)
+    changes: ChangeHistory = field(default_factory=ChangeHistory)
+    """What the change records say: baseline, snapshots, who touched which file (folded here, not by a second read)."""
     usage: list[dict] = field(default_factory=list)
     uncertain: list[dict] = field(default_factory=list)
     open_requests: dict[str, dict] = field(default_factory=dict)
@@ -80,6 +85,7 @@ class SessionState:
         if handler:
             handler(self, record)
         self.file_state.apply(record)
+        self.changes.apply(record)
 
     def branch(self) -> list[dict]:
         """Entries from the root to the head of the selected branch."""
@@ -269,10 +275,15 @@ class Session:
     @classmethod
     def open(cls, path: Path, clock: Callable[[], float]) -> "Session":
         """Lock an existing log and replay it."""
-        journal, contents = Journal.open(path, clock)
-        state = SessionState.from_records(contents.records)
-        session = cls(journal, state)
-        return session
+        with _long_lived():
+            journal, contents = Journal.open(path, clock)
+            state = SessionState.from_records(contents.records)
+        return cls(journal, state)
+
+    def close(self) -> None:
+        """Release the log, and hand what `open` froze back to the cyclic collector."""
+        self.journal.close()
+        gc.unfreeze()
 
     def record(self, kind: str, /, **fields) -> dict:
         """Journal a record, then fold it into the state."""
@@ -336,6 +347,29 @@ class Session:
             result = result or {"content": NOT_RUN, "is_error": True}
             blocks.append(tool_result_block(call.call_id, result["content"], result.get("is_error", False)))
         self.add_entry("tool_results", {"role": "user", "content": blocks})
+
+
+@contextmanager
+def _long_lived():
+    """Build what lives as long as the session (a replayed log) without the cyclic collector re-scanning it.
+
+    A long log is millions of fresh containers, none in a cycle. Collected
+    while they are parsed, they are scanned again and again; once parsed,
+    every later full collection (the SDK import, each turn) scans them all
+    again. So: collect what is garbage already, pause the collector while the
+    log is read and replayed, then freeze the result out of later
+    collections (reference counting still frees it).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def tool_result_block(call_id: str, content: str, is_error: bool) -> dict:

@@ -69,6 +69,18 @@ def test_only_stale_rows_are_refreshed_and_vanished_ones_dropped(fake_api, works
     assert set(rows(khaelor_home)) == {first.stem}
 
 
+def test_fingerprints_of_a_folder_match_one_by_one_and_rows_round_trip(fake_api, workspace, khaelor_home):
+    first = new_session(fake_api, workspace, khaelor_home, "first")
+    second = new_session(fake_api, workspace, khaelor_home, "second")
+    metadata.save(second, "named", ["one", "two"])
+    logs = sorted([first, second]) + [first.with_name("20260101T000000-000-000000.jsonl")]
+    stamps = catalog.fingerprints(logs)
+    assert stamps == [catalog.fingerprint(log) for log in logs]
+    assert stamps[0][2] == 0 and stamps[1][2] == metadata.sidecar(second).stat().st_mtime_ns and stamps[2] is None
+    summary = catalog.summarize(second)
+    assert catalog.Summary.from_row(summary.as_row()) == summary and summary.tags == ["one", "two"]
+
+
 def test_garbage_catalog_is_rebuilt_and_the_listing_still_answers(fake_api, workspace, khaelor_home):
     log = new_session(fake_api, workspace, khaelor_home, "survive garbage")
     listed(workspace)

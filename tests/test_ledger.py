@@ -63,3 +63,14 @@ def test_ceiling_refusals():
     empty = ledger.build([], [])
     assert "no price is known for mystery" in ledger.ceiling_refusal(empty, ledger.usd_to_nanos(10), "mystery")
     assert ledger.usd_to_nanos(0.1) == 100_000_000
+
+
+def test_a_running_ledger_folds_only_what_was_added_and_matches_a_rebuild():
+    records = [usage_record(input_tokens=1000)]
+    running = ledger.update(ledger.Ledger(), records, [])
+    assert running.folded == 1 and running.total.nanos == 2_000_000
+    records += [usage_record(model="my-local-model", output_tokens=5), usage_record(output_tokens=100_000)]
+    uncertain = [{"type": "usage_uncertainty"}]
+    assert ledger.update(running, records, uncertain) is running
+    assert running == ledger.build(records, uncertain) and running.folded == 3
+    assert ledger.update(running, records, uncertain).total.requests == 3

@@ -76,6 +76,8 @@ def test_list_search_words_phrases_and_regex(fake_api, workspace, khaelor_home):
 
     assert found("parser") == {parser.stem, docs.stem}
     assert found("PARSER bug") == {parser.stem}
+    assert found("prsr bug") == {parser.stem}  # fuzzy: letters in order within a word
+    assert found("dcs") == {docs.stem} and found("zqx") == set()
     assert found('"the parser docs"') == {docs.stem}
     assert found('"parser docs bug"') == set()
     assert found("re:fix .* bug$") == {parser.stem}

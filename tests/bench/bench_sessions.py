@@ -11,8 +11,10 @@ catalog step alone.
 
 With --resume-mb N (default 50; 0 skips it), it also grows a real session
 (made by `khaelor -p` against the fake Messages API) to N MB with the same
-record mix and times `khaelor -p -c` from launch until the fake API receives
-its first request.
+record mix — each file-changing call closed by its `tree_changes` record, as
+a real run writes it — and times `khaelor -p -c` from launch until the fake
+API receives its first request. Every run resumes the same grown log (it is
+put back before each run), and a run that fails stops the benchmark.
 
     python tests/bench/bench_sessions.py [--sessions 2000] [--runs 5] [--seed 1] [--resume-mb 50]
 """
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench_replay import MODEL, LogWriter, write_turn  # noqa: E402
 
 from khaelor import catalog  # noqa: E402
+from khaelor.changes import is_tracked  # noqa: E402
 from khaelor.journal import Journal  # noqa: E402
 from khaelor.journal import read_log  # noqa: E402
 from khaelor.store import Store, new_session_id  # noqa: E402
@@ -58,12 +61,34 @@ def write_sessions(store: Store, workspace: Path, count: int, seed: int) -> int:
     return total
 
 
+class TrackedLogWriter(LogWriter):
+    """A LogWriter that closes each file-changing call as a real run does: a `tree_changes` before its result.
+
+    Without it every synthetic write, edit or bash call would look like one a
+    dead run left open, and each resume would settle thousands of them.
+    """
+
+    def __init__(self, handle, rng: random.Random, snapshot: str):
+        super().__init__(handle, rng)
+        self.snapshot, self.calls = snapshot, {}
+
+    def record(self, kind: str, /, **fields) -> None:
+        if kind == "tool_request":
+            self.calls[fields["call_id"]] = (fields["name"], fields["input"])
+        elif kind == "tool_result" and is_tracked(*self.calls.get(fields["call_id"], (None, None))):
+            super().record("tree_changes", call_id=fields["call_id"], by="agent",
+                           tool=self.calls[fields["call_id"]][0], to=self.snapshot, changes=[],
+                           **{"from": self.snapshot})
+        super().record(kind, **fields)
+
+
 def grow_session(log: Path, megabytes: int, seed: int) -> None:
     """Append synthetic turns to a real log, continuing from its head, until it holds `megabytes` MB."""
     records = read_log(log).records
     head = next((r["id"] for r in reversed(records) if r["type"] == "entry"), None)
+    snapshot = next(r["snapshot"] for r in records if r["type"] == "baseline")
     with open(log, "ab") as handle:
-        writer = LogWriter(handle, random.Random(seed))
+        writer = TrackedLogWriter(handle, random.Random(seed), snapshot)
         writer.head, writer.count = head, len(records)
         while handle.tell() < megabytes << 20:
             write_turn(writer)
@@ -82,16 +107,20 @@ def time_resume(temp: Path, megabytes: int, runs: int, seed: int) -> list[float]
                        capture_output=True)
         (log,) = home.glob("sessions/*/*.jsonl")
         grow_session(log, megabytes, seed)
+        grown = shutil.copy(log, temp / "grown.jsonl")
         print(f"resume log: {log.stat().st_size / 1e6:.1f} MB, {len(read_log(log).records)} records")
         for _ in range(runs):
+            shutil.copyfile(grown, log)
             api.script(reply(text("ok")))
             seen = len(api.message_requests)
             started = time.perf_counter()
             process = subprocess.Popen([sys.executable, "-m", "khaelor", "-p", "-c", "next"], cwd=workspace,
-                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             api.wait_for_requests(seen + 1, timeout=120)
             times.append(time.perf_counter() - started)
-            process.wait(timeout=120)
+            _, errors = process.communicate(timeout=120)
+            if process.returncode:
+                raise SystemExit(f"-p -c failed ({process.returncode}): {errors.decode(errors='replace')}")
     return times
 
 
