@@ -9,7 +9,6 @@ KHAELOR_DEBUG=1.
 
 import argparse
 import sys
-import traceback
 
 from khaelor import __version__
 from khaelor.env import Env
@@ -18,7 +17,7 @@ from khaelor.errors import ExitStatus, KhaelorError, UsageError
 DESCRIPTION = "KHAELOR: a terminal-native autonomous engineering agent."
 EPILOG = """\
 commands:
-  khaelor sessions list|inspect|rename|tag|delete|restore|repair|export|import|share|diff ...
+  khaelor sessions list|inspect|rename|tag|delete|restore|purge|repair|export|import|share|diff|gc|empty-trash ...
                                             manage stored sessions (khaelor sessions --help)
   khaelor doctor                            check the installation, configuration and session store
 
@@ -72,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="resume the most recent session of this workspace")
     parser.add_argument("-r", "--resume", metavar="ID", nargs="?", const="",
                         help="resume the session with this id or unique prefix (the picker without ID)")
+    parser.add_argument("--fork", metavar="ID", nargs="?", const="",
+                        help="start a new session from the head of the session with this id or prefix "
+                             "(the picker without ID); the original is left unchanged")
     parser.add_argument("--session-dir", metavar="PATH", help="session store root (default ~/.khaelor/sessions)")
     parser.add_argument("--model", metavar="MODEL", help="model id; overrides config and the model of a resumed session")
     parser.add_argument("--permission-mode", choices=("default", "accept-edits", "plan", "bypass"),
@@ -106,13 +108,13 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         return int(ExitStatus.INTERRUPTED)
     except OSError as exc:
         if env.debug:
-            traceback.print_exc(file=env.stderr)
+            _print_traceback(env)
         where = f": {exc.filename}" if exc.filename else ""
         env.stderr.write(f"khaelor: error: {exc.strerror or exc}{where}\n")
         return int(ExitStatus.ERROR)
     except Exception as exc:
         if env.debug:
-            traceback.print_exc(file=env.stderr)
+            _print_traceback(env)
         else:
             env.stderr.write(f"khaelor: internal error: {type(exc).__name__}: {exc} "
                              "(set KHAELOR_DEBUG=1 for the traceback)\n")
@@ -120,17 +122,21 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, env: Env) -> int:
-    if args.continue_latest and args.resume is not None:
-        raise UsageError("--continue and --resume cannot be used together")
+    chosen = [flag for flag, given in (("--continue", args.continue_latest), ("--resume", args.resume is not None),
+                                       ("--fork", args.fork is not None)) if given]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} cannot be used together")
     if args.goal is not None and not args.print_mode:
         raise UsageError("--goal is for print mode; in the REPL use /goal OBJECTIVE")
     if args.print_mode and args.resume == "":
         raise UsageError("print mode needs a session id after --resume", hint="khaelor -p -r ID 'next step'")
+    if args.print_mode and args.fork == "":
+        raise UsageError("print mode needs a session id after --fork", hint="khaelor -p --fork ID 'next step'")
     from khaelor.runtime import Options
 
     options = Options(model=args.model, permission_mode=args.permission_mode, session_dir=args.session_dir,
                       allow=tuple(args.allow), deny=tuple(args.deny), continue_latest=args.continue_latest,
-                      resume=args.resume, max_turns=args.max_turns, max_cost=args.max_cost)
+                      resume=args.resume, fork=args.fork, max_turns=args.max_turns, max_cost=args.max_cost)
     if args.print_mode:
         from khaelor import printmode
 
@@ -140,9 +146,15 @@ def _dispatch(args: argparse.Namespace, env: Env) -> int:
     return repl.run(env, options, args.prompt)
 
 
+def _print_traceback(env: Env) -> None:
+    import traceback  # only under KHAELOR_DEBUG=1, so not imported on every start
+
+    traceback.print_exc(file=env.stderr)
+
+
 def _print_error(env: Env, exc: KhaelorError) -> None:
     if env.debug:
-        traceback.print_exc(file=env.stderr)
+        _print_traceback(env)
     env.stderr.write(f"khaelor: error: {exc.message}\n")
     if exc.hint:
         env.stderr.write(f"khaelor: hint: {exc.hint}\n")

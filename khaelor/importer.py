@@ -25,15 +25,14 @@ import hashlib
 import json
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from khaelor import __version__, metadata
 from khaelor.env import Env
-from khaelor.errors import KhaelorError
+from khaelor.errors import JournalError, KhaelorError
 from khaelor.export import EXPORT_FORMAT, EXPORT_VERSION, PRIVATE_RECORDS
-from khaelor.journal import FORMAT, MAX_RECORDS, VERSION, encode_record, timestamp
+from khaelor.journal import FORMAT, MAX_RECORDS, VERSION, timestamp, write_new_log
 from khaelor.pisession import PI_FORMAT, convert_pi
 from khaelor.prompt import environment_facts, memory_files, system_text
 from khaelor.session import SessionState, tool_result_block
@@ -93,7 +92,10 @@ def import_session(source: Path, store: Store, workspace: Path, env: Env) -> Imp
     records += _settlement(records, env)
     state = _replay(records, source)
     path = store.new_log_path(workspace, session_id)
-    _write_log(path, records)
+    try:
+        write_new_log(path, records)
+    except JournalError as exc:
+        raise ImportRefused(exc.message) from None
     if parsed.name or parsed.tags:
         metadata.save(path, parsed.name, parsed.tags)
     return ImportReport(session_id, path, source, parsed.format, parsed.session_id, len(state.entries), state.head,
@@ -345,20 +347,3 @@ def _replay(records: list[dict], source: Path) -> SessionState:
         return SessionState.from_records(records)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ImportRefused(f"{source}: its records do not replay ({type(exc).__name__}: {exc})") from None
-
-
-def _write_log(path: Path, records: list[dict]) -> None:
-    """Write the whole log to a private temporary file, then link it into place (it must not exist yet)."""
-    data = b"".join(encode_record(record) for record in records)
-    staging = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.new")
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(staging, path)
-    except FileExistsError:
-        raise ImportRefused(f"session log {path} already exists") from None
-    finally:
-        staging.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from khaelor import __version__, attribution, goal
+from khaelor import __version__, attribution, branching, goal
 from khaelor.agent import Agent, Settings
 from khaelor.config import Config, load_config
 from khaelor.env import Env
@@ -40,6 +40,7 @@ class Options:
     deny: tuple[str, ...] = ()
     continue_latest: bool = False
     resume: str | None = None
+    fork: str | None = None
     max_turns: int | None = None
     max_cost: float | None = None
 
@@ -65,7 +66,10 @@ def make_store(env: Env, config: Config) -> Store:
 
 
 def open_session(env: Env, config: Config, store: Store, options: Options, workspace: Path) -> Session:
-    """The session the options select: resumed, continued or new."""
+    """The session the options select: resumed, continued, forked or new."""
+    if options.fork:
+        source = store.find(workspace, options.fork)
+        return Session.open(branching.fork(store, source, workspace, env.clock), env.clock)
     if options.resume:
         return Session.open(store.find(workspace, options.resume), env.clock)
     if options.continue_latest:
@@ -128,7 +132,7 @@ class Runtime:
             stop_background(self.agent.ctx)
             self.session.record("close")
         finally:
-            self.session.journal.close()
+            self.session.close()
 
 
 def start(env: Env, options: Options, notice: Callable[[str], None],
@@ -155,6 +159,9 @@ def start(env: Env, options: Options, notice: Callable[[str], None],
         ctx = tool_context(session, store, config)
         agent = Agent(session, client, ctx, policy, settings, all_tools(), ask)
         agent.watchers.append(attribution.attach(session, store, env.environ))
+        from khaelor.artifacts import enforce_cap_at_start  # the one clean-up hook; never raises
+
+        enforce_cap_at_start(store, config.tool_output.cap_total, session.id, env.clock(), notice)
         interrupted = session.state.records > 0 and not session.state.closed
         recovered = session.recover(reask=agent.resume_pending)
         if interrupted:
@@ -162,7 +169,7 @@ def start(env: Env, options: Options, notice: Callable[[str], None],
         if model != session.state.model:
             session.add_entry("model", model=model)
     except BaseException:
-        session.journal.close()
+        session.close()
         raise
     return Runtime(env, config, session, agent, recovered)
 
