@@ -4,45 +4,72 @@ Both readers return a line, or None at end of input (Ctrl-D on an empty
 line, closed stdin); Ctrl-C while typing raises KeyboardInterrupt, which the
 REPL treats as "clear the line". prompt_toolkit is imported only here, and
 only when a terminal is there to use it.
+
+While a turn runs, `with reader.watch(apply):` lets the person's `/goal`
+lines through at once (`apply(line)`, on a watcher thread) and keeps the
+rest for the prompts after the turn (see `typeahead`).
 """
 
 import os
-import select
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
+
+from khaelor.typeahead import Apply, LineBuffer, TerminalLines, is_goal, watch_lines
 
 CONTINUATION = "… "
 
 
 class PlainReader:
-    """Lines from a stream (pipes, scripts, dumb terminals)."""
+    """Lines from a stream (pipes, scripts, dumb terminals), read through one shared buffer."""
 
     def __init__(self, stream: TextIO, echo: TextIO | None = None):
         self._stream = stream
         self._echo = echo
+        self._lines = LineBuffer.of(stream)
+        self._apply: Apply | None = None
 
-    def read(self, prompt: str) -> str | None:
+    def read(self, prompt: str, default: str = "") -> str | None:
+        """The next line; `default` (text handed back for editing) cannot be offered on a plain stream.
+
+        While a turn is watched, /goal lines met on the way are applied, never taken as answers.
+        """
         if self._echo is not None:
             self._echo.write(prompt)
             self._echo.flush()
+        while True:
+            line = self._next_line()
+            if line is None or self._apply is None or not is_goal(line):
+                return line
+            self._apply(line)
+
+    def _next_line(self) -> str | None:
+        if self._lines is not None:
+            return self._lines.next_line()
         line = self._stream.readline()
-        if not line:
-            return None
-        return line.rstrip("\n")
+        return line.rstrip("\n") if line else None
 
     def ask(self, question: str) -> str | None:
         return self.read(question)
 
     def wait_for_input(self, message: str, seconds: float) -> str | None:
         """A line typed within `seconds`, or None when none came (or input has ended)."""
-        try:
-            ready, _, _ = select.select([self._stream], [], [], seconds)
-        except (TypeError, ValueError, OSError):
-            time.sleep(seconds)
+        if self._lines is None:
+            time.sleep(seconds)  # an in-memory stream cannot be waited on
             return None
-        return self._stream.readline().rstrip("\n") or None if ready else None
+        return self._lines.next_line(seconds) or None
+
+    @contextmanager
+    def watch(self, apply: Apply):
+        """While the block (a turn) runs: a /goal line that comes next is applied at once; the rest stays unread."""
+        self._apply = apply
+        try:
+            with watch_lines(self._lines, apply) if self._lines is not None else nullcontext():
+                yield
+        finally:
+            self._apply = None
 
 
 class ToolkitReader:
@@ -66,12 +93,35 @@ class ToolkitReader:
             complete_while_typing=False, input=pt_input, output=pt_output,
             prompt_continuation=lambda width, line, wrap: CONTINUATION.rjust(width),
         )
+        self._typed: TerminalLines | None = None
 
-    def read(self, prompt: str) -> str | None:
+    def read(self, prompt: str, default: str = "") -> str | None:
+        """A line typed at `prompt`, starting from `default` (text handed back for editing)."""
         try:
-            return self._session.prompt(prompt)
+            return self._prompt(prompt, default)
         except EOFError:
             return None
+
+    def _prompt(self, message: str, default: str = "", **options):
+        """A prompt that first replays, one by one, the lines finished during the last turn."""
+        lines = self._typed
+        typed = lines.next_typed() if lines else None
+        if typed is not None:
+            return self._session.prompt(message, default=typed, accept_default=True, **options)
+        return self._session.prompt(message, default=default + (lines.take_draft() if lines else ""), **options)
+
+    def watch(self, apply: Apply):
+        """While a turn runs: /goal lines finished on the terminal are applied at once, the rest kept for after."""
+        if self._typed is None:
+            self._typed = TerminalLines.of(self._terminal_fd())
+        return self._typed.watch(apply) if self._typed else nullcontext()
+
+    def _terminal_fd(self) -> int | None:
+        try:
+            fd = self._session.input.fileno()
+        except (AttributeError, NotImplementedError, OSError, ValueError):
+            return None
+        return fd if os.isatty(fd) else None
 
     def ask(self, question: str) -> str | None:
         """A one-off answer without history or toolbar (Esc or Ctrl-C gives None)."""
@@ -84,8 +134,9 @@ class ToolkitReader:
             event.app.exit(result=None)
 
         try:
-            return self._session.prompt(question, bottom_toolbar=None, key_bindings=bindings,
-                                        completer=None, default="")
+            with self._typed.paused() if self._typed else nullcontext():
+                return self._session.prompt(question, bottom_toolbar=None, key_bindings=bindings,
+                                            completer=None, default="")
         except (EOFError, KeyboardInterrupt):
             return None
 
@@ -110,7 +161,7 @@ class ToolkitReader:
             timer.start()
 
         try:
-            return self._session.prompt(message, pre_run=pre_run)
+            return self._prompt(message, pre_run=pre_run)
         except EOFError:
             return None
         finally:
@@ -122,6 +173,12 @@ class ToolkitReader:
         from khaelor.picker import pick
 
         return pick(state, self._session.input, self._session.output)
+
+    def choose_entry(self, nodes):
+        """Run /tree's inline chooser on this reader's terminal; the chosen entry id or None."""
+        from khaelor.treepicker import choose
+
+        return choose(nodes, self._session.input, self._session.output)
 
     def invalidate(self) -> None:
         app = self._session.app

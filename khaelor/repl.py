@@ -27,16 +27,16 @@ from khaelor.journal import read_last_record
 from khaelor.model import CREDENTIAL_HINT, credentials, MissingCredentials
 from khaelor.output import Output, StreamSanitizer
 from khaelor.permissions import BYPASS_BANNER
-from khaelor.picker import Item, PickerState
+from khaelor.repl_branches import BranchCommands
+from khaelor.repl_sessions import SessionCommands
 from khaelor.runtime import Options, Runtime, make_store, start, workspace_of
 from khaelor.status import Status, context_fraction, context_window, git_branch
 from khaelor.store import workspace_key
 
 PROMPT = "❯ "
-MAX_LISTED = 200
 
 
-class Repl(cmd.Cmd):
+class Repl(BranchCommands, SessionCommands, cmd.Cmd):
     """Slash commands and agent turns over one session at a time."""
 
     def __init__(self, env: Env, options: Options, out: Output, reader):
@@ -50,10 +50,11 @@ class Repl(cmd.Cmd):
         self.store = make_store(env, self.config)
         self.runtime: Runtime | None = None
         self._initial = _initial_command(options)
-        options.resume, options.continue_latest = None, False
+        options.resume, options.continue_latest, options.fork = None, False, None
         self.view = RecordView()
         self._stream = StreamSanitizer()
         self._streamed = False
+        self._stream_lock = threading.Lock()
         self._status = ""
         self._quit = False
 
@@ -83,8 +84,9 @@ class Repl(cmd.Cmd):
 
     def _read(self) -> str | None:
         while True:
+            draft, self.draft = self.draft or "", None
             try:
-                line = self.reader.read(PROMPT)
+                line = self.reader.read(PROMPT, default=draft) if draft else self.reader.read(PROMPT)
             except KeyboardInterrupt:
                 continue
             if line is None:
@@ -148,7 +150,9 @@ class Repl(cmd.Cmd):
             return False
         settled = False
         try:
-            outcome = runtime.agent.run(text, operation=operation)
+            # /goal typed meanwhile applies at once; the watcher is joined before the goal is settled below.
+            with self.reader.watch(self._goal_typed):
+                outcome = runtime.agent.run(text, operation=operation)
         except (KeyboardInterrupt, Cancelled):
             self._end_stream()
             runtime.session.record("cancel", signal="SIGINT")
@@ -211,13 +215,16 @@ class Repl(cmd.Cmd):
             self.options.model = runtime.agent.settings.model
 
     def _on_text(self, delta: str) -> None:
-        self._streamed = True
-        self.out.raw(self._stream.feed(delta))
+        with self._stream_lock:
+            self._streamed = True
+            self.out.raw(self._stream.feed(delta))
 
     def _end_stream(self) -> None:
-        if self._streamed:
-            self.out.raw(self._stream.flush() + "\n")
-            self._streamed = False
+        """End the streamed line (also from the typeahead thread, when a /goal typed mid-turn is applied)."""
+        with self._stream_lock:
+            if self._streamed:
+                self.out.raw(self._stream.flush() + "\n")
+                self._streamed = False
 
     def _on_record(self, record: dict) -> None:
         if record["type"] == "entry" and record.get("kind") == "assistant":
@@ -233,7 +240,7 @@ class Repl(cmd.Cmd):
             return Status(self.options.model or self.config.model, None, 0, 0, git_branch(self.workspace))
         state = runtime.session.state
         model = runtime.agent.settings.model
-        spent = ledger.build(state.usage, state.uncertain, self.config.pricing)
+        spent = runtime.agent.spent()
         return Status(model, context_fraction(state.last_turn_usage, model),
                       None if spent.unpriced_models else spent.total.nanos, spent.uncertain, git_branch(self.workspace),
                       self._goal_word(runtime.session.path))
@@ -367,9 +374,23 @@ class Repl(cmd.Cmd):
         While a goal is active, each settled turn is followed (after a short
         pause that typing or Ctrl-C cancels) by a continuation request, until
         the model says GOAL_COMPLETE or GOAL_BLOCKED: <reason>, or the goal's
-        budget of continuations is spent.
+        budget of continuations is spent. /goal typed while a turn runs is
+        applied at once (pause stops the continuation that would follow);
+        other commands typed meanwhile wait for the turn to end.
         """
-        word = arg.strip()
+        if self._change_goal(arg.strip()):
+            self._pursue_goal(immediately=True)
+
+    def _goal_typed(self, line: str) -> None:
+        """A /goal line typed during a turn (on the watcher thread): applied now; the turn's end acts on it."""
+        self._end_stream()
+        try:
+            self._change_goal(line.strip()[len("/goal"):].strip())
+        except KhaelorError as exc:
+            self.out.error(f"error: {exc.message}")
+
+    def _change_goal(self, word: str) -> bool:
+        """Store what `/goal WORD` asks and say so; True when a goal is now active and wants pursuing."""
         runtime = self._attach()
         log = runtime.session.path
         current = goal.load(log)
@@ -390,8 +411,7 @@ class Repl(cmd.Cmd):
             goal.save(log, goal.Goal(word, budget=self.config.goal.budget))
             self.out.message(f"goal set: {word}", "dim")
         self._refresh_status()
-        if word not in ("", "status", "clear", "pause") and goal.load(log).state == "active":
-            self._pursue_goal(immediately=True)
+        return word not in ("", "status", "clear", "pause") and goal.load(log).state == "active"
 
     def _goal_after_turn(self, reply_text: str) -> bool:
         """Fold a settled turn into an active goal; announce it when the goal stops being active."""
@@ -465,8 +485,7 @@ class Repl(cmd.Cmd):
         if self.runtime is None:
             self.out.message("no usage yet", "dim")
             return
-        state = self.runtime.session.state
-        for line in ledger.report(ledger.build(state.usage, state.uncertain, self.config.pricing)):
+        for line in ledger.report(self.runtime.agent.spent()):
             self.out.message(line)
 
     def do_compact(self, arg: str) -> None:
@@ -593,59 +612,6 @@ class Repl(cmd.Cmd):
         except Exception as exc:
             self.out.error(f"error: {exc}")
 
-    def do_sessions(self, arg: str) -> None:
-        """/sessions — browse this workspace's sessions: ↑↓ select, Enter resume, n new, r rename, x delete, / filter, Esc"""
-        logs = list(reversed(self.store.sessions_of(self.workspace)))[:MAX_LISTED]
-        if not logs:
-            self.out.message("no sessions in this workspace yet", "dim")
-            return
-        items = [self._item(log) for log in logs]
-        if not hasattr(self.reader, "pick"):
-            for item in items:
-                self.out.message(f"  {item.session_id}  {item.detail:>12}  {item.label}")
-            return
-        chosen = self.reader.pick(PickerState(items))
-        if chosen is not None:
-            self._picked(*chosen)
-
-    def _item(self, log: Path) -> Item:
-        data = metadata.load(log)
-        last = read_last_record(log)
-        age = relative_age(self.env.clock() - _epoch(last.get("ts"))) if last else "?"
-        current = " (current)" if self.runtime and self.runtime.session.path == log else ""
-        return Item(log.stem, (data["name"] or metadata.title(log) or log.stem) + current, age)
-
-    def _picked(self, action: str, session_id: str | None) -> None:
-        if action == "new":
-            self.do_new("")
-        elif action == "resume":
-            self.do_resume(session_id)
-        elif action == "rename":
-            name = self.reader.ask(f"new name for {session_id}: ")
-            if name and name.strip():
-                self._rename(self.store.find(self.workspace, session_id), name.strip())
-        elif action == "delete":
-            self._trash(self.store.find(self.workspace, session_id))
-
-    def _rename(self, log: Path, name: str) -> None:
-        if self.runtime and self.runtime.session.path == log:
-            self.do_rename(name)
-            return
-        metadata.save(log, name, metadata.load(log)["tags"])
-        self.out.message(f"{log.stem} named {name!r}", "dim")
-
-    def _trash(self, log: Path) -> None:
-        if self.runtime and self.runtime.session.path == log:
-            self.out.error("the current session cannot be deleted; /new first")
-            return
-        label = metadata.load(log)["name"] or metadata.title(log) or log.stem
-        answer = self.reader.ask(f"move {log.stem} ({label}) to the trash? [y/N] ")
-        if (answer or "").strip().lower() not in ("y", "yes"):
-            self.out.message("kept", "dim")
-            return
-        self.store.trash(log)
-        self.out.message(f"{log.stem} moved to the trash", "dim")
-
     def do_diff(self, arg: str) -> None:
         """/diff [PATH] [--stat] — what the agent changed in this session, file by file (not your own edits)
 
@@ -684,7 +650,9 @@ def _paths(workspace: Path, prefix: str) -> list[str]:
 
 
 def _initial_command(options: Options) -> tuple[str, str] | None:
-    """`-r ID` and `-c` resume at once; `-r` alone opens the picker."""
+    """`-r ID` and `-c` resume at once, `--fork ID` forks at once; `-r` or `--fork` alone opens the picker."""
+    if options.fork is not None:
+        return ("fork", options.fork)
     if options.resume == "":
         return ("sessions", "")
     if options.resume:

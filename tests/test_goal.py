@@ -1,12 +1,17 @@
-"""The session goal in print mode end to end, and its store."""
+"""The session goal end to end (print mode, and the REPL on pipes while a turn runs), and its store."""
 
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
 from khaelor import goal
 from khaelor.journal import read_log
-from tests.conftest import run_khaelor, start_khaelor
+from tests.conftest import khaelor_env, run_khaelor, start_khaelor
 from tests.fakeapi import FakeAPI, reply, text
 
 CONTINUE = "Continue working toward the session goal"
@@ -91,3 +96,94 @@ def test_store_round_trip_and_settle(tmp_path):
     goal.store_path(log).write_text("{broken")
     with pytest.raises(goal.GoalStoreError, match="cannot read"):
         goal.load(log)
+
+
+class PipedRepl:
+    """The REPL with pipes for stdin and stdout: type lines while it works, read what it printed so far."""
+
+    def __init__(self, cwd, api):
+        self.proc = subprocess.Popen([sys.executable, "-m", "khaelor"], cwd=cwd, env=khaelor_env(api),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._out = b""
+        self._grew = threading.Condition()
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    @property
+    def output(self) -> str:
+        with self._grew:
+            return self._out.decode()
+
+    def type(self, line: str) -> None:
+        self.proc.stdin.write(line.encode())
+        self.proc.stdin.flush()
+
+    def wait_for(self, needle: str, timeout: float = 30) -> None:
+        with self._grew:
+            if not self._grew.wait_for(lambda: needle.encode() in self._out, timeout):
+                raise AssertionError(f"did not see {needle!r}; got {self._out.decode()[-2000:]!r}")
+
+    def finish(self) -> tuple[int, str]:
+        """Close stdin (end of input) and return the exit status and stderr."""
+        self.proc.stdin.close()
+        status = self.proc.wait(60)
+        self._reader.join(10)
+        return status, self.proc.stderr.read().decode()
+
+    def _collect(self) -> None:
+        while chunk := os.read(self.proc.stdout.fileno(), 65536):
+            with self._grew:
+                self._out += chunk
+                self._grew.notify_all()
+
+
+def test_goal_pause_typed_during_a_turn_applies_at_once_and_other_commands_wait(workspace):
+    with FakeAPI() as api:
+        api.script(reply(text("first half, second half"), hold_after=4), reply(text("never asked for")))
+        repl = PipedRepl(workspace, api)
+        try:
+            repl.type("/goal ship the release\n")
+            assert api.held.wait(30)
+            repl.wait_for("first half")
+            repl.type("/goal pause\n")
+            repl.wait_for("goal paused (1/10 continuations): ship the release — paused by you")
+            assert api.held.is_set(), "the turn was still running"
+            repl.type("/model other-model\n")
+            time.sleep(1)
+            assert "model: other-model" not in repl.output
+            api.release()
+            repl.wait_for("model: other-model")
+            status, err = repl.finish()
+        finally:
+            repl.proc.kill()
+        assert status == 0, err
+        assert len(api.message_requests) == 1 and api.pending() == 1
+    assert repl.output.splitlines()[1:] == [
+        "goal set: ship the release",
+        "↻ continuing toward the goal",
+        "first half,",
+        "goal paused (1/10 continuations): ship the release — paused by you",
+        " second half",
+        "model: other-model",
+    ]
+
+
+def test_goal_set_during_a_plain_turn_is_pursued_after_it(workspace, khaelor_home):
+    khaelor_home.mkdir(parents=True, exist_ok=True)
+    (khaelor_home / "config.yaml").write_text("goal: {grace_seconds: 0}\n")
+    with FakeAPI() as api:
+        api.script(reply(text("an answer"), hold_after=4), reply(text("tidied\nGOAL_COMPLETE")))
+        repl = PipedRepl(workspace, api)
+        try:
+            repl.type("hello\n")
+            assert api.held.wait(30)
+            repl.type("/goal tidy up\n")
+            repl.wait_for("goal set: tidy up")
+            assert api.held.is_set(), "the turn was still running"
+            api.release()
+            repl.wait_for("goal complete")
+            status, err = repl.finish()
+        finally:
+            repl.proc.kill()
+        assert status == 0, err
+        assert continuation_requests(api) == 1 and "tidy up" in json.dumps(api.message_requests[-1].body)

@@ -8,6 +8,7 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from khaelor import metadata
 from khaelor.env import Env
 from khaelor.journal import Journal, read_log
 from khaelor.output import Output
@@ -177,24 +178,6 @@ def test_piped_stdin_without_print_runs_the_repl_line_by_line(fake_api, workspac
     assert [r["type"] for r in records(khaelor_home)][-1] == "close"
 
 
-def test_picker_state_moves_filters_and_chooses():
-    from khaelor.picker import Item, PickerState
-
-    state = PickerState([Item("s1", "fix login bug", "1 h ago"), Item("s2", "write docs", "2 h ago"),
-                         Item("s3", "login tests", "3 d ago")])
-    state.move(5)
-    assert state.index == 2
-    state.type("login")
-    assert [i.session_id for i in state.shown] == ["s1", "s3"] and state.index == 0
-    state.move(1)
-    state.choose("delete")
-    assert state.result == ("delete", "s3")
-    state.type(" nothing")
-    state.choose("resume")
-    assert state.result == ("delete", "s3")
-    assert state.lines()[0][1] == "  (no session matches)"
-
-
 def test_sessions_picker_resumes_the_selected_session(fake_api, workspace, khaelor_home):
     fake_api.script(reply(text("one")), reply(text("two")), reply(text("three")))
     env = make_env(workspace, khaelor_home, fake_api)
@@ -207,15 +190,98 @@ def test_sessions_picker_resumes_the_selected_session(fake_api, workspace, khael
     assert sent[0]["content"][0]["text"] == "first session"
 
 
-def test_sessions_picker_deletes_to_trash_after_confirmation(fake_api, workspace, khaelor_home):
+def test_sessions_picker_trashes_after_naming_it_and_esc_keeps_it(fake_api, workspace, khaelor_home):
     fake_api.script(reply(text("one")))
     transcript(make_env(workspace, khaelor_home, fake_api), "doomed\r")
     [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
     out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\rx")
     assert log.exists()
-    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\rxy\r")
+    # Ctrl-X, Delete and x each ask; Esc cancels each; a last Esc leaves the picker.
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\r\x18\x1b\x1b[3~\x1bx\x1b\x1b/quit\r")
+    assert log.exists() and "trash" not in out
+    out, _, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\r\x1b[3~\r")
     assert not log.exists() and (log.parent / ".trash" / log.name).exists()
-    assert "moved to the trash" in out
+    assert f"{log.stem} moved to the trash (khaelor sessions restore {log.stem} brings it back)" in out
+
+
+def test_sessions_picker_reports_a_session_in_use_and_keeps_it(fake_api, workspace, khaelor_home):
+    from khaelor.journal import exclusive
+
+    fake_api.script(reply(text("one")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "busy\r")
+    [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
+    with exclusive(log):
+        out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api), "/sessions\r\x18\r\x1b/quit\r")
+    assert log.exists() and f"error: session {log.stem} is in use by pid" in err and "moved" not in out
+
+
+def test_sessions_picker_renames_in_its_own_line_and_keeps_browsing(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("one")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "name me\r")
+    [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
+    keys = "/sessions\r\x12\x1br\x7fbuild  fix\r\x12\x1b\x1b/quit\r"
+    out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api), keys)
+    assert f"{log.stem} named 'build fix'" in out, err
+    assert metadata.load(log) == {"name": "build fix", "tags": []}
+    assert [r for r in read_log(log).records if r["type"] == "rename"][-1]["name"] == "build fix"
+
+
+def test_sessions_picker_renames_the_current_session_and_never_trashes_it(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("one")))
+    out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api),
+                             "hello\r/sessions\r\x18\x1b[3~x\x12kept\r\x1b/quit\r")
+    [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
+    assert log.exists() and "trash" not in out + err
+    assert "session named 'kept'" in out and metadata.load(log)["name"] == "kept"
+
+
+def test_sessions_picker_tab_reaches_other_workspaces(fake_api, workspace, khaelor_home, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    fake_api.script(reply(text("here")), reply(text("there")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "local work\r")
+    transcript(make_env(elsewhere, khaelor_home, fake_api), "remote work\r")
+    remote = next(log for log in khaelor_home.glob("sessions/*/*.jsonl") if metadata.title(log) == "remote work")
+    keys = "/sessions\r\t/remote\x12far\r\x1b\x1b/quit\r"
+    out, err, _ = transcript(make_env(workspace, khaelor_home, fake_api), keys)
+    assert f"{remote.stem} named 'far'" in out, err
+
+
+def test_sessions_without_a_terminal_lists_them(fake_api, workspace, khaelor_home):
+    env = make_env(workspace, khaelor_home, fake_api)
+    repl = Repl(env, Options(), Output(env.stdout, env.stderr, color=False), PlainReader(io.StringIO("/sessions\n")))
+    repl.run()
+    assert "no sessions in this workspace yet" in env.stdout.getvalue()
+    fake_api.script(reply(text("one")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "list me\r")
+    [log] = list(khaelor_home.glob("sessions/*/*.jsonl"))
+    env = make_env(workspace, khaelor_home, fake_api)
+    repl = Repl(env, Options(), Output(env.stdout, env.stderr, color=False), PlainReader(io.StringIO("/sessions\n")))
+    repl.run()
+    [row] = [line for line in env.stdout.getvalue().splitlines() if log.stem in line]
+    assert "2 msgs" in row and "list me" in row and ("$" in row or "n/a" in row)
+    assert repl.choose_session("fork") is None
+
+
+def test_choose_session_returns_the_id_picked_with_enter(fake_api, workspace, khaelor_home):
+    fake_api.script(reply(text("one")), reply(text("two")))
+    transcript(make_env(workspace, khaelor_home, fake_api), "first session\r/new\rsecond session\r")
+    first, second = sorted(khaelor_home.glob("sessions/*/*.jsonl"))
+
+    def choose(keys: str) -> str | None:
+        env = make_env(workspace, khaelor_home, fake_api)
+        with create_pipe_input() as pipe:
+            repl = Repl(env, Options(), Output(env.stdout, env.stderr, color=False), None)
+            repl.reader = ToolkitReader(None, repl.words, repl.toolbar, pt_input=pipe, pt_output=DummyOutput())
+            pipe.send_text(keys)
+            pipe.close()
+            return repl.choose_session("fork")
+
+    assert choose("\x1b[B\r") == first.stem
+    assert choose("\r") == second.stem
+    assert choose("n\x1bx") is None
+    assert choose("\x12renamed\r\r") == second.stem
+    assert metadata.load(second)["name"] == "renamed"
 
 
 def test_continue_flag_resumes_at_start(fake_api, workspace, khaelor_home):

@@ -1,5 +1,7 @@
 """The REPL end to end in a real pseudo-terminal against the fake Messages API."""
 
+import time
+
 import pytest
 
 from khaelor.journal import read_log
@@ -119,3 +121,43 @@ def test_print_mode_on_a_terminal_strips_escape_sequences(terminal, fake_api, wo
     term.read_until("end")
     assert term.wait() == 0
     assert b"\x1b" not in term.output
+
+
+def test_goal_typed_during_a_turn_applies_at_once_the_rest_waits_and_ctrl_c_still_cancels(
+        terminal, fake_api, workspace):
+    fake_api.script(reply(text("planning the release"), hold_after=4), reply(text("queued answer")),
+                    reply(text("draft answer")), reply(text("a long story"), hold_after=4), reply(text("after cancel")))
+    term = terminal([], workspace, fake_api)
+    term.read_until("❯")
+    term.send("/goal ship the release\r")
+    assert fake_api.held.wait(30)
+    term.read_until("planning")
+    term.send("/goal pause\r")
+    term.read_until("goal paused (1/10 continuations): ship the release — paused by you")
+    assert fake_api.held.is_set(), "the turn was still running"
+    term.send("what next?\rdraft wor")
+    time.sleep(0.5)
+    fake_api.release()
+    term.read_until("he release")
+    term.read_until("❯ what next?")
+    term.read_until("queued answer")
+    term.read_until("❯ draft wor")
+    term.send("ds\r")
+    term.read_until("draft answer")
+    term.read_until("❯")
+    term.send("tell a story\r")
+    assert fake_api.held.wait(30)
+    term.send("/goal status\r")
+    term.read_until("goal paused (1/10 continuations)")
+    term.interrupt()
+    term.read_until("cancelled")
+    term.read_until("❯")
+    fake_api.release()
+    term.send("again\r")
+    term.read_until("after cancel")
+    term.read_until("❯")
+    term.send(b"\x04")
+    assert term.wait() == 0
+    asked = [r.body["messages"][-1]["content"][0]["text"] for r in fake_api.message_requests]
+    assert len(asked) == 5 and "Continue working toward the session goal" in asked[0]
+    assert asked[1:4] == ["what next?", "draft words", "tell a story"]
