@@ -81,11 +81,13 @@ def build(usage_records: list[dict], uncertain_records: list[dict], overrides: M
 def update(ledger: Ledger, usage_records: list[dict], uncertain_records: list[dict],
            overrides: Mapping | None = None) -> Ledger:
     """`ledger` with the usage records after its first `folded` ones added; the lists must only have grown."""
+    ledger.uncertain = len(uncertain_records)
+    if ledger.folded == len(usage_records):
+        return ledger  # nothing new: no price table to build (the status line asks after every turn)
     table = cost.PriceTable.load(overrides)
     for record in usage_records[ledger.folded:]:
         _add(ledger, record, table)
     ledger.folded = len(usage_records)
-    ledger.uncertain = len(uncertain_records)
     return ledger
 
 

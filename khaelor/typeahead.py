@@ -99,7 +99,7 @@ class LineBuffer:
 
     def __init__(self, fd: int):
         self._fd = fd
-        self._data = b""
+        self._data = bytearray()  # consumed from the front: amortized O(1) in CPython, so many lines stay linear
         self._ended = False
         self._count = 0
         self._lock = threading.Lock()
@@ -131,10 +131,15 @@ class LineBuffer:
             if not self._complete() or not self._data:
                 return None
             try:
-                head = _decode(self._data.split(b"\n", 1)[0])
+                head = _decode(bytes(self._data[:self._line_end()]))
             except UnicodeDecodeError:
                 return None
             return self._pop() if wanted(head) else None
+
+    def _line_end(self) -> int:
+        """Where the first line ends: its newline, or the end of what is left at end of input."""
+        end = self._data.find(b"\n")
+        return len(self._data) if end < 0 else end
 
     def _complete(self) -> bool:
         return self._ended or b"\n" in self._data
@@ -149,7 +154,9 @@ class LineBuffer:
     def _pop(self) -> str | None:
         if not self._data:
             return None
-        raw, _, self._data = self._data.partition(b"\n")
+        end = self._line_end()
+        raw = bytes(self._data[:end])
+        del self._data[:end + 1]
         self._count += 1
         try:
             return _decode(raw)
